@@ -1,0 +1,45 @@
+# One set of commands for everyone; CI calls the same targets.
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed-stamp
+
+.PHONY: install run test unit lint bench services services-down clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+## run: the whole system on the embedded default (bundled broker, SQLite, no Redis)
+run: install
+	$(VENV)/bin/memstream dev
+
+## services: install if missing and start MariaDB, Redis and Kafka on 127.0.0.1
+services:
+	bash scripts/services.sh up
+
+services-down:
+	bash scripts/services.sh down
+
+## test: start what the tests need, then run every test
+test: install services
+	$(VENV)/bin/pytest
+
+## unit: the tests that need no service
+unit: install
+	$(VENV)/bin/pytest tests/unit
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+## bench: benchmarks on the real services; results go to BENCHMARKS.md by hand
+bench: install services
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

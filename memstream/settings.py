@@ -1,0 +1,83 @@
+"""The one typed, frozen settings object, built from ``MEMSTREAM_*`` variables (and ``.env``)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob memstream has; nothing else reads the environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMSTREAM_", env_file=".env", frozen=True, extra="ignore"
+    )
+
+    # Public settings (CONTRACT section 1).
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    app_id: str = "memstream"
+    topic_prefix: str = "memory."
+    database_url: str = "mysql+aiomysql://root@127.0.0.1:3306/memstream"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8080, ge=1, le=65535)
+    api_keys: SecretStr = SecretStr("")
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key: SecretStr = SecretStr("")
+    memos_url: str = ""
+    memos_api_key: SecretStr = SecretStr("")
+    mem0_url: str = ""
+    mem0_api_key: SecretStr = SecretStr("")
+    max_content_chars: int = Field(default=32768, ge=1)
+
+    # Operational settings.
+    topic_partitions: int = Field(default=8, ge=1)
+    topic_replication_factor: int = Field(default=1, ge=1)
+    cache_prefix: str = "memstream:"
+    cache_max_messages: int = Field(default=200, ge=1)
+    cache_ttl_seconds: int = Field(default=3 * 24 * 3600, ge=1)
+    redis_timeout_seconds: float = Field(default=0.5, gt=0)
+    batch_max_events: int = Field(default=2000, ge=1)
+    batch_within_seconds: float = Field(default=0.05, gt=0)
+    db_retry_max_seconds: float = Field(default=30.0, gt=0)
+    worker_web_port: int = Field(default=6066, ge=1, le=65535)
+    log_level: str = "INFO"
+
+    @field_validator("topic_prefix", "cache_prefix")
+    @classmethod
+    def _no_spaces(cls, value: str) -> str:
+        if any(ch.isspace() for ch in value):
+            raise ValueError("must not contain white space")
+        return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _valid_keys(cls, value: SecretStr) -> SecretStr:
+        _parse_api_keys(value.get_secret_value())
+        return value
+
+    def topic(self, name: str) -> str:
+        """Full topic name for a public or internal topic."""
+        return f"{self.topic_prefix}{name}"
+
+    @cached_property
+    def tenant_of_key(self) -> dict[str, str]:
+        """API key -> tenant id; empty means open (dev) mode."""
+        return _parse_api_keys(self.api_keys.get_secret_value())
+
+    @property
+    def cache_enabled(self) -> bool:
+        return bool(self.redis_url.strip())
+
+
+def _parse_api_keys(raw: str) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        key, sep, tenant = part.partition(":")
+        if not sep or not key.strip() or not tenant.strip():
+            raise ValueError("API keys are written key:tenant, separated by commas")
+        keys[key.strip()] = tenant.strip()
+    return keys
