@@ -1,0 +1,1 @@
+"""Stream stages, one module per Faust agent."""

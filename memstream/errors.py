@@ -1,9 +1,9 @@
 """Exceptions raised by memstream.
 
-    MemstreamError
-    ├── InvalidEvent          an input record that cannot be accepted (goes to dead-letter)
-    ├── ConfigurationError    settings that cannot work together
-    └── ServiceUnavailable    a required service (broker, database) does not answer
+MemstreamError
+├── InvalidEvent          an input record that cannot be accepted (goes to dead-letter)
+├── ConfigurationError    settings that cannot work together
+└── ServiceUnavailable    a required service (broker, database) does not answer
 """
 
 from __future__ import annotations

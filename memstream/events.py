@@ -6,11 +6,20 @@ proves both accept and reject the same samples.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictStr,
+    ValidationError,
+)
 
 from memstream.errors import InvalidEvent
 
@@ -26,21 +35,33 @@ def _id_from_int(value: Any) -> Any:
     return value
 
 
+# RFC 3339 date-time, the same pattern as the JSON Schemas: ``fromisoformat`` alone would also
+# take ISO 8601 forms RFC 3339 forbids (week dates, no seconds, compact offsets).
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-5][0-9](\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
 def _rfc3339(value: Any) -> Any:
     if value is None or isinstance(value, datetime):
         return value
-    if not isinstance(value, str):
-        raise ValueError("must be an RFC 3339 timestamp string")
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        shown = value[:40] if isinstance(value, str) else value
+        raise ValueError(f"{shown!r} is not an RFC 3339 timestamp with a UTC offset")
     try:
-        parsed = datetime.fromisoformat(value)
+        return datetime.fromisoformat(value)
     except ValueError:
-        raise ValueError(f"{value[:40]!r} is not an RFC 3339 timestamp") from None
-    if parsed.tzinfo is None or "T" not in value.upper():
-        raise ValueError(f"{value[:40]!r} is not an RFC 3339 timestamp with a UTC offset")
-    return parsed
+        raise ValueError(f"{value[:40]!r} is not a valid date and time") from None
 
 
-Id = Annotated[StrictStr, Field(min_length=1, max_length=128, pattern=r"\S")]
+def _not_blank(value: str) -> str:
+    # Python's notion of white space, the same as the schemas' "\\S" pattern under jsonschema.
+    if not value.strip():
+        raise ValueError("must contain a character that is not white space")
+    return value
+
+
+Id = Annotated[StrictStr, Field(min_length=1, max_length=128), AfterValidator(_not_blank)]
 NumericId = Annotated[Id, BeforeValidator(_id_from_int)]
 Timestamp = Annotated[datetime | None, BeforeValidator(_rfc3339)]
 Role = Literal["user", "assistant", "system", "tool"]

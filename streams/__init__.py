@@ -1,0 +1,1 @@
+"""Faust wiring: the app (``streams.app``) and its topics (``streams.topics``)."""

@@ -1,0 +1,23 @@
+# memstream: one image for every command (`worker`, `api`, `migrate`, `publish`, `replay`).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+COPY . .
+# cryptography: MySQL 8's default caching_sha2_password login needs it in PyMySQL/aiomysql.
+# memstream.schemas looks for schemas/ beside the package, which a non-editable install
+# does not ship, so it is copied there.
+RUN pip install . cryptography \
+    && cp -r schemas "$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/schemas" \
+    && python -c "from memstream.schemas import validator; validator('message-written.v1')" \
+    && useradd --create-home --uid 10001 --shell /usr/sbin/nologin memstream
+
+USER memstream
+WORKDIR /home/memstream
+EXPOSE 8080 6066
+ENTRYPOINT ["memstream"]
+CMD ["--help"]

@@ -1,0 +1,138 @@
+"""The Redis hot cache of recent messages: derived from the record, rebuildable, best effort.
+
+Each conversation is one sorted set scored by message time, so writing the same message twice
+(redelivery, replay) changes nothing, and the newest N are read without reading the rest.
+A key exists only while it holds the conversation's complete recent history: appends go only to
+keys that exist (atomically, in Lua), and a missing key is rebuilt from the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+import orjson
+import redis.asyncio as redis
+
+from memstream.store.messages import StoredMessage
+
+# Append only while the key exists, then trim to the newest N and refresh the TTL.
+_APPEND_IF_WARM = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('ZADD', KEYS[1], unpack(ARGV, 3))
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -tonumber(ARGV[1]) - 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def score(created_at: datetime) -> float:
+    """Microseconds since the epoch (naive UTC): exact in a double for the next 200 years."""
+    return float((created_at - _EPOCH) // _MICROSECOND)
+
+
+def encode_member(m: StoredMessage) -> bytes:
+    """The cached form of a message; deterministic, so a rewrite is a no-op."""
+    return orjson.dumps(
+        [m.event_id, m.role, m.message_type, m.content, m.token_count, m.created_at.isoformat()]
+    )
+
+
+class CachedMessage(NamedTuple):
+    """A message as cached: enough for the load path, nothing more."""
+
+    event_id: str
+    role: str
+    message_type: str
+    content: str
+    token_count: int
+    created_at: str
+
+
+def decode_member(raw: bytes) -> CachedMessage:
+    return CachedMessage(*orjson.loads(raw))
+
+
+class RedisCache:
+    """Recent messages per conversation in Redis sorted sets."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        prefix: str = "memstream:",
+        max_messages: int = 200,
+        ttl_seconds: int = 3 * 24 * 3600,
+    ) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.max_messages = max_messages
+        self.ttl_ms = ttl_seconds * 1000
+        self._append = client.register_script(_APPEND_IF_WARM)
+
+    @classmethod
+    def from_url(cls, url: str, *, timeout: float = 0.5, **kwargs: int | str) -> RedisCache:
+        # Short timeouts: a slow or absent cache must cost milliseconds, never stall the stream.
+        client = redis.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False
+        )
+        return cls(client, **kwargs)  # type: ignore[arg-type]
+
+    def key(self, tenant_id: str, conversation_id: str) -> str:
+        # The tenant's length makes the key unambiguous whatever characters the ids hold.
+        return f"{self.prefix}msgs:{len(tenant_id)}:{tenant_id}:{conversation_id}"
+
+    async def append(
+        self, batches: Mapping[tuple[str, str], Sequence[StoredMessage]]
+    ) -> list[tuple[str, str]]:
+        """Add messages to warm conversations; return the conversations whose key was missing."""
+        if not batches:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        order = list(batches)
+        for tenant_id, conversation_id in order:
+            args: list[float | bytes | int] = [self.max_messages, self.ttl_ms]
+            for m in batches[(tenant_id, conversation_id)]:
+                args += (score(m.created_at), encode_member(m))
+            await self._append(keys=[self.key(tenant_id, conversation_id)], args=args, client=pipe)
+        results = await pipe.execute()
+        return [conv for conv, warm in zip(order, results, strict=True) if not warm]
+
+    async def warm(self, conversations: Mapping[tuple[str, str], Sequence[StoredMessage]]) -> None:
+        """Write each conversation's complete recent history (from the record)."""
+        if not conversations:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for (tenant_id, conversation_id), messages in conversations.items():
+            if not messages:
+                continue
+            key = self.key(tenant_id, conversation_id)
+            pipe.zadd(key, {encode_member(m): score(m.created_at) for m in messages})
+            pipe.zremrangebyrank(key, 0, -self.max_messages - 1)
+            pipe.pexpire(key, self.ttl_ms)
+        await pipe.execute()
+
+    async def recent(
+        self, tenant_id: str, conversation_id: str, limit: int
+    ) -> list[CachedMessage] | None:
+        """The newest ``limit`` cached messages, oldest first; None when not cached."""
+        raw = await self.client.zrange(self.key(tenant_id, conversation_id), -limit, -1)
+        if not raw:
+            return None
+        return [decode_member(r) for r in raw]
+
+    async def forget(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Drop conversations whose cached copy may have missed writes."""
+        names = [self.key(t, c) for t, c in keys]
+        if names:
+            await self.client.delete(*names)
+
+    async def ping(self) -> bool:
+        return bool(await self.client.ping())  # type: ignore[misc]
+
+    async def close(self) -> None:
+        await self.client.aclose()

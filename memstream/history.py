@@ -1,0 +1,198 @@
+"""The history stage: message-written events into the record (MySQL) and the hot cache (Redis).
+
+Order of effects for one batch, so that a crash at any point loses nothing:
+1. reject invalid records to dead-letter (awaited until the broker has them);
+2. write the valid ones to the record in one idempotent multi-row INSERT, retrying with
+   backoff while the database is down (offsets are not committed meanwhile);
+3. update the cache, best effort: a Redis failure is counted and the stream goes on;
+4. only then does the caller acknowledge the batch's offsets.
+A redelivered batch repeats 2 and 3 with no visible change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+
+from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
+
+from memstream import metrics
+from memstream.cache import RedisCache
+from memstream.deadletter import DeadLetter, SourceRecord, dead_letter
+from memstream.errors import InvalidEvent
+from memstream.events import MessageWritten, parse_message
+from memstream.store.messages import MessageStore, StoredMessage, utc_naive
+from memstream.tokens import count_tokens
+
+log = logging.getLogger(__name__)
+
+STAGE = "history"
+ConversationKey = tuple[str, str]
+PublishDeadLetters = Callable[[Sequence[DeadLetter]], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Triage:
+    """A batch sorted into what to store, what to reject and how many sub-agent drops."""
+
+    accepted: list[tuple[StoredMessage, SourceRecord]] = field(default_factory=list)
+    rejected: list[DeadLetter] = field(default_factory=list)
+    dropped: int = 0
+
+
+def to_stored(event: MessageWritten, record_time: datetime) -> StoredMessage:
+    """The stored form of a valid event (token count computed here, once)."""
+    return StoredMessage(
+        tenant_id=event.tenant_id,
+        conversation_id=event.target_conversation_id,
+        event_id=event.event_id,
+        user_id=event.user_id,
+        agent_id=event.agent_id,
+        role=event.role,
+        message_type=event.message_type,
+        content=event.content,
+        token_count=count_tokens(event.content),
+        created_at=utc_naive(event.created_at or record_time),
+        source_conversation_id=event.conversation_id,
+        metadata=event.metadata,
+    )
+
+
+def triage(records: Sequence[SourceRecord], max_content_chars: int) -> Triage:
+    """Validate a batch and apply the sub-agent rule (CONTRACT 2.1); no IO."""
+    out = Triage()
+    seen: set[tuple[str, str]] = set()
+    for record in records:
+        try:
+            event = parse_message(record.value, max_content_chars)
+        except InvalidEvent as exc:
+            out.rejected.append(dead_letter(exc.reason, exc.detail, STAGE, record))
+            continue
+        if event.is_sub_agent and event.message_type != "chat":
+            # A sub-agent's tool traffic stays out of the parent conversation, on purpose.
+            out.dropped += 1
+            continue
+        identity = (event.tenant_id, event.event_id)
+        if identity in seen:
+            continue  # the same event twice in one batch: the record would keep the first
+        seen.add(identity)
+        out.accepted.append((to_stored(event, record.time), record))
+    return out
+
+
+class HistoryWriter:
+    """Applies one batch of ``message-written`` records; see the module docstring."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        cache: RedisCache | None,
+        publish_dead_letters: PublishDeadLetters,
+        *,
+        max_content_chars: int,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.cache = cache
+        self.publish_dead_letters = publish_dead_letters
+        self.max_content_chars = max_content_chars
+        self.max_backoff = max_backoff
+        # Conversations whose cache write failed: their keys are dropped once Redis answers,
+        # so the load path rebuilds them from the record instead of serving a gap.
+        self._stale: set[ConversationKey] = set()
+
+    async def process(self, records: Sequence[SourceRecord]) -> Triage:
+        batch = triage(records, self.max_content_chars)
+        stored, refused = await self._write_record(batch.accepted)
+        rejected = batch.rejected + refused
+        if rejected:
+            await self._retry_forever("dead_letter", lambda: self.publish_dead_letters(rejected))
+        await self._update_cache(stored)
+        self._count(batch, len(stored), rejected)
+        return batch
+
+    async def _write_record(
+        self, accepted: list[tuple[StoredMessage, SourceRecord]]
+    ) -> tuple[list[StoredMessage], list[DeadLetter]]:
+        """Store the batch; rows the database itself refuses are isolated and dead-lettered."""
+        messages = [m for m, _ in accepted]
+        if not messages:
+            return [], []
+        try:
+            await self._retry_forever("insert", lambda: self.store.insert_many(messages))
+            return messages, []
+        except _Refused:
+            pass
+        # One row the database rejects must not block the others: store them one by one.
+        stored, letters = [], []
+        for message, record in accepted:
+            try:
+                await self._retry_forever("insert", partial(self.store.insert_many, [message]))
+                stored.append(message)
+            except _Refused as exc:
+                detail = f"The database refused the message: {exc.__cause__}"[:500]
+                letters.append(dead_letter("rejected_by_database", detail, STAGE, record))
+        return stored, letters
+
+    async def _retry_forever(self, op: str, call: Callable[[], Awaitable[None]]) -> None:
+        """Retry an outage with capped exponential backoff; refused data raises ``_Refused``."""
+        delay = 0.1
+        while True:
+            try:
+                await call()
+                return
+            except (IntegrityError, DataError) as exc:
+                raise _Refused() from exc
+            except Exception as exc:
+                # Database, network and broker outages are waited out: the batch is not
+                # acknowledged meanwhile, so a crash here loses nothing either.
+                if not isinstance(exc, _TRANSIENT) and op != "dead_letter":
+                    raise
+                metrics.RETRIES.labels(STAGE, op).inc()
+                log.warning("%s failed (%r); retrying in %.1fs", op, exc, delay)
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, self.max_backoff)
+
+    async def _update_cache(self, messages: list[StoredMessage]) -> None:
+        if self.cache is None:
+            return
+        by_conversation: dict[ConversationKey, list[StoredMessage]] = defaultdict(list)
+        for m in messages:
+            by_conversation[(m.tenant_id, m.conversation_id)].append(m)
+        try:
+            if self._stale:
+                await self.cache.forget(self._stale)
+                self._stale.clear()
+            cold = await self.cache.append(by_conversation)
+            if cold:
+                rebuilt = {
+                    conv: await self.store.recent(*conv, limit=self.cache.max_messages)
+                    for conv in cold
+                }
+                await self.cache.warm(rebuilt)
+            metrics.CACHE.labels("write", "ok").inc(len(by_conversation))
+        except Exception as exc:  # Redis is best effort: the record already holds the batch.
+            self._stale.update(by_conversation)
+            metrics.CACHE.labels("write", "error").inc(len(by_conversation))
+            log.warning("cache update failed for %d conversations: %r", len(by_conversation), exc)
+
+    @staticmethod
+    def _count(batch: Triage, stored: int, rejected: list[DeadLetter]) -> None:
+        metrics.EVENTS.labels(STAGE, "stored").inc(stored)
+        metrics.EVENTS.labels(STAGE, "dropped_sub_agent").inc(batch.dropped)
+        metrics.EVENTS.labels(STAGE, "dead_letter").inc(len(rejected))
+        for letter in rejected:
+            metrics.DEAD_LETTERS.labels(STAGE, letter.reason).inc()
+
+
+class _Refused(Exception):
+    """The database rejected the data itself (not an outage): retrying cannot help."""
+
+
+_TRANSIENT = (SQLAlchemyError, OSError, ConnectionError, TimeoutError)

@@ -1,0 +1,153 @@
+"""Broker operations outside the stream stages: topic creation, publishing, offset rewinds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
+
+from memstream.errors import MemstreamError, ServiceUnavailable
+from memstream.settings import Settings
+
+PUBLIC_TOPICS = ("message-written", "session-ended", "dead-letter")
+
+
+class ReplayRefused(MemstreamError):
+    """The consumer group still has live members: rewinding now would race them."""
+
+
+@asynccontextmanager
+async def admin_client(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=settings.kafka_bootstrap_servers, request_timeout_ms=15000
+    )
+    try:
+        await admin.start()
+    except KafkaConnectionError as exc:
+        raise ServiceUnavailable(
+            f"Kafka at {settings.kafka_bootstrap_servers} does not answer ({exc}); "
+            "start it with `make services` or set MEMSTREAM_KAFKA_BOOTSTRAP_SERVERS."
+        ) from exc
+    try:
+        yield admin
+    finally:
+        await admin.close()
+
+
+async def ensure_topics(settings: Settings, names: tuple[str, ...] = PUBLIC_TOPICS) -> None:
+    """Create the public topics with the configured partition count when missing."""
+    async with admin_client(settings) as admin:
+        existing = set(await admin.list_topics())
+        missing = [settings.topic(n) for n in names if settings.topic(n) not in existing]
+        if not missing:
+            return
+        new = [
+            NewTopic(name, settings.topic_partitions, settings.topic_replication_factor)
+            for name in missing
+        ]
+        with contextlib.suppress(TopicAlreadyExistsError):  # another process was first
+            await admin.create_topics(new)
+
+
+@asynccontextmanager
+async def producer(settings: Settings, **options: object) -> AsyncIterator[AIOKafkaProducer]:
+    """A producer that waits for all in-sync replicas (duplicates are harmless: event ids)."""
+    client = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        acks="all",
+        linger_ms=5,
+        **options,
+    )
+    try:
+        await client.start()
+    except KafkaConnectionError as exc:
+        raise ServiceUnavailable(
+            f"Kafka at {settings.kafka_bootstrap_servers} does not answer ({exc})."
+        ) from exc
+    try:
+        yield client
+    finally:
+        await client.stop()
+
+
+async def live_members(settings: Settings, group_id: str) -> list[str]:
+    """Member ids of the consumer group right now (empty when no worker runs)."""
+    async with admin_client(settings) as admin:
+        responses = await admin.describe_consumer_groups([group_id])
+    members: list[str] = []
+    for response in responses:
+        for group in response.groups:
+            members += [member[0] for member in group[5]]
+    return members
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """One partition's committed offset before and after a replay."""
+
+    partition: int
+    before: int | None
+    after: int
+
+
+async def replay(settings: Settings, topic_name: str, to: datetime | None) -> list[Rewind]:
+    """Rewind the worker group's offsets on ``topic_name`` to the start (None) or a time."""
+    topic = settings.topic(topic_name)
+    members = await live_members(settings, settings.app_id)
+    if members:
+        raise ReplayRefused(
+            f"consumer group {settings.app_id!r} has {len(members)} live member(s); "
+            "stop every `memstream worker` first, then replay"
+        )
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        group_id=settings.app_id,
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            raise MemstreamError(f"topic {topic!r} does not exist")
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        targets = await _target_offsets(consumer, tps, to)
+        before = {tp: await consumer.committed(tp) for tp in tps}
+        await consumer.commit(targets)
+        return [Rewind(tp.partition, before[tp], targets[tp]) for tp in tps]
+    finally:
+        await consumer.stop()
+
+
+async def _target_offsets(
+    consumer: AIOKafkaConsumer, tps: list[TopicPartition], to: datetime | None
+) -> dict[TopicPartition, int]:
+    start: dict[TopicPartition, int] = await consumer.beginning_offsets(tps)
+    if to is None:
+        return start
+    end: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+    stamp = int(to.timestamp() * 1000)
+    found = await consumer.offsets_for_times(dict.fromkeys(tps, stamp))
+    # No record at or after the time: nothing to replay on that partition (its end).
+    return {tp: found[tp].offset if found[tp] is not None else end[tp] for tp in tps}
+
+
+async def wait_for_broker(settings: Settings, within: float = 30.0) -> None:
+    """Wait until the broker answers metadata requests."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            async with admin_client(settings) as admin:
+                await admin.list_topics()
+                return
+        except ServiceUnavailable:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.5)

@@ -1,0 +1,46 @@
+"""Process-wide resources built once from the settings: the database engine and the cache."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.cache import RedisCache
+from memstream.settings import Settings
+from memstream.store.database import create_engine
+from memstream.store.messages import MessageStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Resources:
+    """The engine, stores and cache a worker or the API shares across its tasks."""
+
+    settings: Settings
+    engine: AsyncEngine
+    messages: MessageStore
+    cache: RedisCache | None
+
+    @classmethod
+    def open(cls, settings: Settings) -> Resources:
+        engine = create_engine(settings.database_url)
+        cache = None
+        if settings.cache_enabled:
+            cache = RedisCache.from_url(
+                settings.redis_url,
+                timeout=settings.redis_timeout_seconds,
+                prefix=settings.cache_prefix,
+                max_messages=settings.cache_max_messages,
+                ttl_seconds=settings.cache_ttl_seconds,
+            )
+        else:
+            log.warning("MEMSTREAM_REDIS_URL is empty: running without the hot cache")
+        return cls(settings, engine, MessageStore(engine), cache)
+
+    async def close(self) -> None:
+        if self.cache is not None:
+            await self.cache.close()
+        await self.engine.dispose()

@@ -1,0 +1,69 @@
+"""Engines and the idempotent schema migration for MySQL/MariaDB and SQLite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from memstream.store.schema import metadata
+
+
+def create_engine(url: str | URL, *, pool_size: int = 5) -> AsyncEngine:
+    """An async engine tuned for the dialect behind ``url``."""
+    url = make_url(url)
+    if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(url, connect_args={"timeout": 30})
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    query = dict(url.query)
+    query.setdefault("charset", "utf8mb4")
+    return create_async_engine(
+        url.set(query=query),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        connect_args={"connect_timeout": 5},
+    )
+
+
+def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:
+    # WAL lets the API read while the worker writes; NORMAL sync is durable across app crashes.
+    cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+async def ensure_database(url: str | URL) -> None:
+    """Create the MySQL database named in ``url`` when it is missing (SQLite creates itself)."""
+    url = make_url(url)
+    if url.get_backend_name() == "sqlite" or not url.database:
+        return
+    server = create_engine(url.set(database=""), pool_size=1)
+    try:
+        async with server.begin() as conn:
+            name = url.database.replace("`", "``")
+            await conn.execute(
+                text(f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4")
+            )
+    finally:
+        await server.dispose()
+
+
+async def migrate(url: str | URL) -> list[str]:
+    """Create every missing table and index; safe to run any number of times."""
+    await ensure_database(url)
+    engine = create_engine(url, pool_size=1)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(metadata.create_all, checkfirst=True)
+        return sorted(metadata.tables)
+    finally:
+        await engine.dispose()

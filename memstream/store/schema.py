@@ -1,0 +1,112 @@
+"""The database schema (CONTRACT section 3), one definition for MySQL/MariaDB and SQLite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects import mysql
+
+metadata = MetaData()
+
+# BIGINT AUTO_INCREMENT on MySQL, INTEGER PRIMARY KEY (rowid) on SQLite.
+_PK = BigInteger().with_variant(Integer(), "sqlite")
+# Content up to MEMSTREAM_MAX_CONTENT_CHARS (32k characters of up to 4 bytes) needs MEDIUMTEXT.
+_LONG_TEXT = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+_TIME = DateTime(timezone=False).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+_ID = String(128)
+
+MYSQL_TABLE_ARGS: dict[str, Any] = {
+    "mysql_engine": "InnoDB",
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+    "mariadb_engine": "InnoDB",
+    "mariadb_charset": "utf8mb4",
+    "mariadb_collate": "utf8mb4_bin",
+}
+
+conversation_message = Table(
+    "conversation_message",
+    metadata,
+    Column("id", _PK, primary_key=True, autoincrement=True),
+    Column("tenant_id", _ID, nullable=False),
+    Column("conversation_id", _ID, nullable=False),
+    Column("event_id", _ID, nullable=False),
+    Column("user_id", _ID, nullable=False),
+    Column("agent_id", _ID, nullable=True),
+    Column("role", String(16), nullable=False),
+    Column("message_type", String(16), nullable=False),
+    Column("content", _LONG_TEXT, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    Column("metadata", JSON, nullable=True),
+    Column("source_conversation_id", _ID, nullable=False),
+    Column("created_at", _TIME, nullable=False),
+    # Idempotency key: the same event id twice (redelivery, replay, a platform retry) is
+    # stored once. Scoped by tenant so one tenant's ids can never shadow another's.
+    UniqueConstraint("tenant_id", "event_id", name="uq_message_event"),
+    # The load path reads the newest N of one conversation in order.
+    Index("ix_message_conversation_time", "tenant_id", "conversation_id", "created_at", "id"),
+    **MYSQL_TABLE_ARGS,
+)
+
+conversation_summary = Table(
+    "conversation_summary",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("conversation_id", _ID, primary_key=True),
+    Column("summary", _LONG_TEXT, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    # How many stored messages the summary covers, so the trigger knows what is uncovered.
+    Column("covered_messages", Integer, nullable=False, default=0),
+    Column("last_message_id", BigInteger, nullable=True),
+    Column("updated_at", _TIME, nullable=False),
+    **MYSQL_TABLE_ARGS,
+)
+
+long_term_memory = Table(
+    "long_term_memory",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant_id", _ID, nullable=False),
+    Column("user_id", _ID, nullable=False),
+    Column("agent_id", _ID, nullable=True),
+    Column("cube_id", String(140), nullable=False),
+    Column("memory_type", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("importance", SmallInteger, nullable=False, default=5),
+    Column("source_event_ids", JSON, nullable=False),
+    # Content key per cube: the same memory is never stored twice (idempotent persist).
+    Column("content_hash", String(64), nullable=False),
+    Column("created_at", _TIME, nullable=False),
+    Column("deleted_at", _TIME, nullable=True),
+    UniqueConstraint("tenant_id", "user_id", "cube_id", "content_hash", name="uq_memory_content"),
+    Index("ix_memory_scope", "tenant_id", "user_id", "cube_id", "deleted_at"),
+    **MYSQL_TABLE_ARGS,
+)
+
+agent_config = Table(
+    "agent_config",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("agent_id", _ID, primary_key=True),
+    Column("long_memory_provider", String(8), nullable=True),
+    Column("open_long_memory", Boolean, nullable=False, default=True),
+    Column("context_rounds", Integer, nullable=False, default=10),
+    Column("model_target_id", _ID, nullable=True),
+    Column("updated_at", _TIME, nullable=True),
+    **MYSQL_TABLE_ARGS,
+)
