@@ -167,7 +167,7 @@ mariadb_start() {
     # it out of our process group so that it outlives this shell and `make`.
     log "starting MariaDB (mysqld_safe, log $MARIADB_LOG)"
     as_root setsid mysqld_safe --skip-syslog --log-error="$MARIADB_LOG" \
-        --bind-address="$HOST" --port="$MARIADB_PORT" </dev/null >/dev/null 2>&1 &
+        --bind-address="$HOST" --port="$MARIADB_PORT" </dev/null >/dev/null 2>&1 9>&- &
     # Remember that we started it, for `down`.
     echo "mysqld_safe" >"$RUN_DIR/mariadb.started"
 
@@ -250,7 +250,7 @@ redis_up() {
     # this shell and writes the pid file.
     redis-server --bind "$HOST" --port "$REDIS_PORT" --protected-mode yes \
         --daemonize yes --pidfile "$RUN_DIR/redis.pid" --logfile "$REDIS_LOG" \
-        --dir "$STATE_DIR/redis" --save '' --appendonly no
+        --dir "$STATE_DIR/redis" --save '' --appendonly no 9>&-
     local deadline=$((SECONDS + REDIS_START_TIMEOUT))
     until [[ "$(redis-cli -h "$HOST" -p "$REDIS_PORT" ping 2>/dev/null)" == PONG ]]; do
         ((SECONDS < deadline)) ||
@@ -365,7 +365,6 @@ EOF
 kafka_start() {
     need_command java openjdk-17-jre-headless
     need_command mvn maven
-    need_command python3 python3
     apt_install_needed
     mkdir -p "$KAFKA_DIR" "$KAFKA_DATA"
     kafka_fetch_jars
@@ -382,28 +381,39 @@ kafka_start() {
     # Keep the previous run's log for post-mortems.
     [[ ! -f $KAFKA_LOG ]] || mv -f "$KAFKA_LOG" "$KAFKA_LOG.1"
     log "starting Kafka (log $KAFKA_LOG)"
+    # A pid file left by a killed broker must not be read as the new one's.
+    rm -f "$RUN_DIR/kafka.pid"
     # setsid: out of our process group, so it outlives this shell and `make`.
     # The inner bash writes its own pid and then execs java, so the pid file
     # holds the JVM's pid whether or not setsid had to fork.
+    local heap_opts
+    read -ra heap_opts <<<"$KAFKA_HEAP_OPTS"
     # shellcheck disable=SC2016 # $$ and "$@" are meant for the inner bash
     setsid bash -c 'echo $$ >"$0"; exec "$@"' "$RUN_DIR/kafka.pid" \
-        java $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+        java "${heap_opts[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
         -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
         -Djava.awt.headless=true \
         -Dlog4j.configuration="file:$KAFKA_CONF_DIR/log4j.properties" \
         -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_PROPERTIES" \
-        </dev/null >"$KAFKA_LOG" 2>&1 &
+        </dev/null >"$KAFKA_LOG" 2>&1 9>&- &
 
+    kafka_wait_ready
+}
+
+# Wait for kafka_ready, up to KAFKA_START_TIMEOUT: also used when the port is
+# open but the broker is still starting (e.g. another `up` just launched it).
+kafka_wait_ready() {
     local deadline=$((SECONDS + KAFKA_START_TIMEOUT))
     until kafka_ready; do
-        # A broker that died (bad config, port taken) will not come back: say
-        # so at once instead of waiting for the timeout.
+        # A broker of ours that died (bad config, port taken) will not come
+        # back: say so at once instead of waiting for the timeout.
         if [[ -f $RUN_DIR/kafka.pid ]] && ! pid_alive "$RUN_DIR/kafka.pid"; then
-            tail -n 20 "$KAFKA_LOG" >&2 || true
+            # The cause is usually the last "Caused by" (e.g. a port in use).
+            grep -E '\] (ERROR|FATAL) |^Caused by' "$KAFKA_LOG" | tail -n 6 >&2 || true
             die "Kafka exited while starting; see $KAFKA_LOG"
         fi
         ((SECONDS < deadline)) ||
-            die "Kafka did not answer on $HOST:$KAFKA_PORT within ${KAFKA_START_TIMEOUT}s; see $KAFKA_LOG"
+            die "no working Kafka broker on $HOST:$KAFKA_PORT after ${KAFKA_START_TIMEOUT}s; see $KAFKA_LOG"
         sleep 0.5
     done
 }
@@ -414,13 +424,11 @@ kafka_up() {
         return 0
     fi
     if port_open "$KAFKA_PORT"; then
-        need_command python3 python3
-        apt_install_needed
-        kafka_ready || die "something answers on $HOST:$KAFKA_PORT but is not a working Kafka broker (see $KAFKA_LOG if it is ours)"
         log "Kafka: already answering on $HOST:$KAFKA_PORT"
-        return 0
+        kafka_wait_ready
+    else
+        kafka_start
     fi
-    kafka_start
     log "Kafka: ready on $HOST:$KAFKA_PORT"
 }
 
@@ -437,9 +445,18 @@ print_env() {
         MEMSTREAM_REDIS_URL "${MEMSTREAM_REDIS_URL:-$DEFAULT_REDIS_URL}"
 }
 
+# One `up` or `down` at a time on this machine (the ports are the machine's, not
+# the clone's): a second `make test` waits instead of starting a second broker.
+# Every daemon is started with 9>&- so that it does not inherit (and hold) it.
+take_lock() {
+    exec 9>"${TMPDIR:-/tmp}/memstream-services.lock"
+    flock 9
+}
+
 cmd_up() {
     local started=$SECONDS
     mkdir -p "$RUN_DIR" "$LOG_DIR"
+    take_lock
     # Install the Debian server packages first, in one apt-get run.
     if mariadb_wanted && ! port_open "$MARIADB_PORT"; then
         need_command mysqld_safe mariadb-server
@@ -447,16 +464,20 @@ cmd_up() {
     if redis_wanted && ! port_open "$REDIS_PORT"; then
         need_command redis-server redis-server
     fi
+    if kafka_wanted; then
+        need_command python3 python3 # kafka_ready
+    fi
     apt_install_needed
 
     mariadb_up
     redis_up
     kafka_up
-    log "all services up in $((SECONDS - started))s"
+    log "done in $((SECONDS - started))s"
     print_env
 }
 
 cmd_down() {
+    take_lock
     # Reverse order of `up`; each only if this script started it.
     kafka_down
     redis_down

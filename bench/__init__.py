@@ -1,0 +1,1 @@
+"""Benchmarks on the real services; ``python -m bench`` runs them all (``make bench``)."""

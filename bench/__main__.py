@@ -1,0 +1,25 @@
+"""Run every benchmark: ``python -m bench [name ...]``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from bench import ingest
+
+BENCHMARKS = {"ingest": ingest.main}
+
+
+def main(argv: list[str]) -> int:
+    names = argv or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
+        return 2
+    for name in names:
+        asyncio.run(BENCHMARKS[name]())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

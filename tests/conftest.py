@@ -1,0 +1,90 @@
+"""Shared fixtures. Integration tests use the real MariaDB, Redis and Kafka (``make services``);
+each test gets its own topics, consumer group, tenant ids and cache keys."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.errors import ServiceUnavailable
+from memstream.kafka import wait_for_broker
+from memstream.settings import Settings
+from memstream.store.database import create_engine, migrate
+from memstream.store.messages import MessageStore
+from tests.support import WorkerProcess, isolated_settings, unique
+
+HOW_TO_START = "start the services with `make services` (or set the MEMSTREAM_* endpoint variables)"
+
+
+@pytest.fixture(scope="session")
+async def services() -> Settings:
+    """Fail fast, saying how to fix it, when a real service is not reachable."""
+    base = Settings()
+    try:
+        await wait_for_broker(base, within=10)
+    except ServiceUnavailable as exc:
+        pytest.fail(f"Kafka is not reachable: {exc}; {HOW_TO_START}")
+    try:
+        await migrate(base.database_url)
+    except Exception as exc:
+        pytest.fail(f"the database {base.database_url} is not reachable: {exc}; {HOW_TO_START}")
+    client = aioredis.Redis.from_url(base.redis_url)
+    try:
+        await client.ping()
+    except Exception as exc:
+        pytest.fail(f"Redis {base.redis_url} is not reachable: {exc}; {HOW_TO_START}")
+    finally:
+        await client.aclose()
+    return base
+
+
+@pytest.fixture
+def settings(services: Settings) -> Settings:
+    return isolated_settings()
+
+
+@pytest.fixture
+def tenant() -> str:
+    return unique("tenant")
+
+
+@pytest.fixture(scope="session")
+async def engine(services: Settings) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(services.database_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def store(engine: AsyncEngine) -> MessageStore:
+    return MessageStore(engine)
+
+
+@pytest.fixture
+async def redis_client(services: Settings) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(services.redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+    """Worker processes a test starts; all stopped afterwards, logs kept in tmp_path."""
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.kill()
+
+
+@pytest.fixture
+def start_worker(workers: list[WorkerProcess], tmp_path: Path):  # type: ignore[no-untyped-def]
+    def start(settings: Settings, name: str = "worker") -> WorkerProcess:
+        worker = WorkerProcess(settings, tmp_path, name).start()
+        workers.append(worker)
+        return worker
+
+    return start

@@ -1,0 +1,187 @@
+"""Helpers for tests on the real services: isolated settings, worker processes, topic reads."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from memstream.kafka import admin_client, ensure_topics, producer
+from memstream.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def isolated_settings(**overrides: Any) -> Settings:
+    """Settings on the shared services with this test's own topics, group and cache keys."""
+    tag = uuid.uuid4().hex[:10]
+    values: dict[str, Any] = {
+        "app_id": f"test-{tag}",
+        "topic_prefix": f"test-{tag}.",
+        "cache_prefix": f"test-{tag}:",
+        "topic_partitions": 4,
+        "worker_web_port": free_port(),
+        "batch_within_seconds": 0.05,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes a child process build exactly ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
+    for name, value in settings.model_dump().items():
+        if hasattr(value, "get_secret_value"):
+            value = value.get_secret_value()
+        env[f"MEMSTREAM_{name.upper()}"] = str(value)
+    return env
+
+
+class WorkerProcess:
+    """A real ``memstream worker`` process with its own log file."""
+
+    def __init__(self, settings: Settings, log_dir: Path, name: str = "worker") -> None:
+        self.settings = settings
+        self.log_path = log_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerProcess:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memstream.cli", "worker"],
+            env=settings_env(self.settings),
+            stdout=self.log_path.open("wb"),
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], *, within: float = 60, what: str = "condition"
+) -> None:
+    """Poll ``check`` until it holds; fail with ``what`` after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        if await check():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        await asyncio.sleep(0.25)
+
+
+async def publish(
+    settings: Settings, topic_name: str, values: Iterable[bytes | dict[str, Any]]
+) -> int:
+    """Publish raw values (dicts as JSON) keyed by their conversation id when they have one."""
+    await ensure_topics(settings)
+    sent = []
+    async with producer(settings) as client:
+        for value in values:
+            key = None
+            if isinstance(value, dict):
+                conv = value.get("conversation_id")
+                key = str(conv).encode() if conv is not None else None
+                value = orjson.dumps(value)
+            sent.append(await client.send(settings.topic(topic_name), value, key=key))
+        await asyncio.gather(*sent)
+    return len(sent)
+
+
+async def read_topic(settings: Settings, topic_name: str) -> list[tuple[bytes | None, Any]]:
+    """Every record now in a topic, as (key, decoded JSON value)."""
+    topic = settings.topic(topic_name)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        parts = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in parts]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end = await consumer.end_offsets(tps)
+        out: list[tuple[bytes | None, Any]] = []
+        while any(await consumer.position(tp) < end[tp] for tp in tps):
+            batch = await consumer.getmany(*tps, timeout_ms=500)
+            for records in batch.values():
+                out += [(r.key, orjson.loads(r.value)) for r in records]
+        return out
+    finally:
+        await stop_consumer(consumer)
+
+
+async def caught_up(settings: Settings, topic_name: str) -> bool:
+    """Whether the worker group has committed every record of a topic."""
+    topic = settings.topic(topic_name)
+    async with admin_client(settings) as admin:
+        committed = await admin.list_consumer_group_offsets(settings.app_id)
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        end = await consumer.end_offsets(tps)
+    finally:
+        await stop_consumer(consumer)
+    for tp in tps:
+        meta = committed.get(tp)
+        if end[tp] > 0 and (meta is None or meta.offset < end[tp]):
+            return False
+    return True
+
+
+def message(tenant: str, conversation: str, n: int, **fields: Any) -> dict[str, Any]:
+    """A valid message-written event."""
+    event = {
+        "event_id": f"{conversation}-{n}",
+        "tenant_id": tenant,
+        "user_id": "user-1",
+        "agent_id": "agent-1",
+        "conversation_id": conversation,
+        "role": "user" if n % 2 == 0 else "assistant",
+        "content": f"message number {n} of {conversation}",
+        "created_at": f"2026-01-01T00:{n // 60 % 60:02d}:{n % 60:02d}.{n:06d}Z",
+    }
+    event.update(fields)
+    return event
