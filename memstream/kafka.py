@@ -77,6 +77,15 @@ async def producer(settings: Settings, **options: object) -> AsyncIterator[AIOKa
         await client.stop()
 
 
+async def partitions_of(settings: Settings, topic: str) -> list[int]:
+    """Partition ids of a topic (empty when it does not exist)."""
+    async with admin_client(settings) as admin:
+        (described,) = await admin.describe_topics([topic])
+    if described["error_code"] != 0:
+        return []
+    return sorted(p["partition"] for p in described["partitions"])
+
+
 async def live_members(settings: Settings, group_id: str) -> list[str]:
     """Member ids of the consumer group right now (empty when no worker runs)."""
     async with admin_client(settings) as admin:
@@ -106,6 +115,10 @@ async def replay(settings: Settings, topic_name: str, to: datetime | None) -> li
             f"consumer group {settings.app_id!r} has {len(members)} live member(s); "
             "stop every `memstream worker` first, then replay"
         )
+    partitions = await partitions_of(settings, topic)
+    if not partitions:
+        raise MemstreamError(f"topic {topic!r} does not exist")
+    tps = [TopicPartition(topic, p) for p in partitions]
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap_servers,
         group_id=settings.app_id,
@@ -113,10 +126,6 @@ async def replay(settings: Settings, topic_name: str, to: datetime | None) -> li
     )
     await consumer.start()
     try:
-        partitions = consumer.partitions_for_topic(topic)
-        if not partitions:
-            raise MemstreamError(f"topic {topic!r} does not exist")
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
         targets = await _target_offsets(consumer, tps, to)
         before = {tp: await consumer.committed(tp) for tp in tps}

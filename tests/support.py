@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from memstream.kafka import admin_client, ensure_topics, producer
+from memstream.kafka import admin_client, ensure_topics, partitions_of, producer
 from memstream.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -135,15 +135,14 @@ async def read_topic(settings: Settings, topic_name: str) -> list[tuple[bytes | 
     )
     await consumer.start()
     try:
-        parts = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in parts]
+        tps = [TopicPartition(topic, p) for p in await partitions_of(settings, topic)]
         if not tps:
             return []
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         end = await consumer.end_offsets(tps)
         out: list[tuple[bytes | None, Any]] = []
-        while any(await consumer.position(tp) < end[tp] for tp in tps):
+        while [tp for tp in tps if await consumer.position(tp) < end[tp]]:
             batch = await consumer.getmany(*tps, timeout_ms=500)
             for records in batch.values():
                 out += [(r.key, orjson.loads(r.value)) for r in records]
@@ -160,7 +159,9 @@ async def caught_up(settings: Settings, topic_name: str) -> bool:
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
     await consumer.start()
     try:
-        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        tps = [TopicPartition(topic, p) for p in await partitions_of(settings, topic)]
+        if not tps:
+            return False
         end = await consumer.end_offsets(tps)
     finally:
         await stop_consumer(consumer)
@@ -169,6 +170,16 @@ async def caught_up(settings: Settings, topic_name: str) -> bool:
         if end[tp] > 0 and (meta is None or meta.offset < end[tp]):
             return False
     return True
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """Stop a group-less consumer; aiokafka's stop re-raises its own task's cancellation."""
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
 
 
 def message(tenant: str, conversation: str, n: int, **fields: Any) -> dict[str, Any]:
