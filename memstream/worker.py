@@ -21,7 +21,8 @@ def run_worker(settings: Settings) -> int:
 
     @app.page("/metrics")
     async def metrics(self: faust.web.View, request: faust.web.Request) -> faust.web.Response:
-        return self.bytes(generate_latest(), content_type=CONTENT_TYPE_LATEST)
+        # aiohttp wants the charset apart from the media type.
+        return self.text(generate_latest().decode(), content_type=CONTENT_TYPE_LATEST.split(";")[0])
 
     worker = faust.Worker(app, loglevel=settings.log_level.lower())
     worker.execute_from_commandline()

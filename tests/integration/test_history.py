@@ -10,7 +10,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from memstream.cache import RedisCache, decode_member
+from memstream.cache import RedisCache
 from memstream.settings import Settings
 from memstream.store.messages import MessageStore
 from memstream.tokens import count_tokens

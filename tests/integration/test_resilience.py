@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.cache import RedisCache
 from tests.support import (
@@ -124,9 +125,13 @@ async def test_redis_stopped_mid_stream_loses_nothing(
 async def _stored_count(port: int) -> float:
     async with httpx.AsyncClient() as client:
         response = await client.get(f"http://127.0.0.1:{port}/metrics")
-    for line in response.text.splitlines():
-        if line.startswith('memstream_events_total{outcome="stored",stage="history"}'):
-            return float(line.split()[-1])
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            if sample.name == "memstream_events_total" and sample.labels == {
+                "stage": "history",
+                "outcome": "stored",
+            }:
+                return sample.value
     return 0.0
 
 
