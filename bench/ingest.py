@@ -126,15 +126,22 @@ async def sinks(settings: Settings, evs: list[dict[str, object]]) -> float:
 
 
 async def end_to_end(
-    settings: Settings, tenant: str, evs: list[dict[str, object]]
+    settings: Settings, tenant: str, evs: list[dict[str, object]], *, backlog: bool
 ) -> tuple[float, int]:
-    """Events/s from the first publish until all are in MySQL and Redis; worker peak RSS."""
+    """Events/s until all are in MySQL and Redis, and the worker's peak RSS.
+
+    live: the worker runs and the events are published meanwhile (timed from the first
+    publish); backlog: the events wait in Kafka first, like a replay (timed from the first
+    stored row, so the worker's start-up is left out).
+    """
     from tests.support import settings_env
 
     engine = create_engine(settings.database_url)
     store = MessageStore(engine)
     client = aioredis.Redis.from_url(settings.redis_url)
     cache = RedisCache(client, prefix=settings.cache_prefix)
+    if backlog:
+        await publish(settings, "message-written", evs)
     worker = subprocess.Popen(
         [sys.executable, "-m", "memstream.cli", "worker"],
         env=settings_env(settings),
@@ -142,18 +149,20 @@ async def end_to_end(
         stderr=subprocess.DEVNULL,
     )
     try:
-        # Warm up: the worker has its partitions once a first event is stored.
-        await publish(settings, "message-written", [{**evs[0], "event_id": "warmup"}])
+        warmup = [] if backlog else [{**evs[0], "event_id": "warmup"}]
+        if warmup:  # the worker has its partitions once a first event is stored
+            await publish(settings, "message-written", warmup)
 
         async def warm() -> bool:
             return await store.count(tenant) >= 1
 
         await eventually(warm, within=120, what="worker ready")
         started = time.perf_counter()
-        await publish(settings, "message-written", evs)
+        if not backlog:
+            await publish(settings, "message-written", evs)
 
         async def done() -> bool:
-            if await store.count(tenant) < len(evs) + 1:
+            if await store.count(tenant) < len(evs) + len(warmup):
                 return False
             last = evs[-1]
             cached = await cache.recent(tenant, str(last["conversation_id"]), 1)
@@ -180,15 +189,18 @@ async def main() -> None:
         isolated_settings(), events(f"ref-{uuid.uuid4().hex[:8]}")[:REFERENCE_SAMPLE]
     )
     sink_rate = await sinks(isolated_settings(), events(f"sink-{uuid.uuid4().hex[:8]}"))
-    tenant = f"e2e-{uuid.uuid4().hex[:8]}"
-    settings = isolated_settings(
-        topic_partitions=8, worker_web_port=free_port(), log_level="WARNING"
-    )
-    e2e_rate, rss_kib = await end_to_end(settings, tenant, events(tenant))
+    runs = {}
+    for mode in ("live", "backlog"):
+        tenant = f"e2e-{uuid.uuid4().hex[:8]}"
+        settings = isolated_settings(
+            topic_partitions=8, worker_web_port=free_port(), log_level="WARNING"
+        )
+        runs[mode] = await end_to_end(settings, tenant, events(tenant), backlog=mode == "backlog")
     sampled = f"({REFERENCE_SAMPLE} sampled)"
     print(f"  reference per-message dual write : {ref_rate:9.0f} events/s {sampled}")
     print(f"  sinks' limit (batched, no Kafka) : {sink_rate:9.0f} events/s")
-    print(f"  memstream end to end, one worker : {e2e_rate:9.0f} events/s")
-    print(f"  memstream / reference            : {e2e_rate / ref_rate:9.1f}x")
-    print(f"  memstream / sinks' limit         : {e2e_rate / sink_rate:9.2f}")
-    print(f"  worker peak RSS                  : {rss_kib / 1024:9.0f} MiB")
+    for mode, (rate, rss_kib) in runs.items():
+        print(f"  memstream end to end, {mode:7s}    : {rate:9.0f} events/s")
+        print(f"    / reference                    : {rate / ref_rate:9.1f}x")
+        print(f"    / sinks' limit                 : {rate / sink_rate:9.2f}")
+        print(f"    worker peak RSS                : {rss_kib / 1024:9.0f} MiB")

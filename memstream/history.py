@@ -171,11 +171,9 @@ class HistoryWriter:
                 self._stale.clear()
             cold = await self.cache.append(by_conversation)
             if cold:
-                rebuilt = {
-                    conv: await self.store.recent(*conv, limit=self.cache.max_messages)
-                    for conv in cold
-                }
-                await self.cache.warm(rebuilt)
+                await self.cache.warm(
+                    await self.store.recent_many(cold, limit=self.cache.max_messages)
+                )
             metrics.CACHE.labels("write", "ok").inc(len(by_conversation))
         except Exception as exc:  # Redis is best effort: the record already holds the batch.
             self._stale.update(by_conversation)

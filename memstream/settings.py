@@ -40,10 +40,10 @@ class Settings(BaseSettings):
     cache_max_messages: int = Field(default=200, ge=1)
     cache_ttl_seconds: int = Field(default=3 * 24 * 3600, ge=1)
     redis_timeout_seconds: float = Field(default=0.5, gt=0)
-    batch_max_events: int = Field(default=2000, ge=1)
-    batch_within_seconds: float = Field(default=0.05, gt=0)
+    batch_max_events: int = Field(default=5000, ge=1)
+    batch_within_seconds: float = Field(default=0.2, gt=0)
     db_retry_max_seconds: float = Field(default=30.0, gt=0)
-    worker_web_port: int = Field(default=6066, ge=1, le=65535)
+    worker_web_port: int = Field(default=6066, ge=0, le=65535)
     log_level: str = "INFO"
 
     @field_validator("topic_prefix", "cache_prefix")

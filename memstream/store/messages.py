@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Insert, func, select
+from sqlalchemy import Insert, func, select, tuple_
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -60,7 +60,8 @@ class MessageStore:
         """Store a batch in one transaction; already stored event ids are left as they are."""
         if not messages:
             return
-        rows = [asdict(m) for m in messages]
+        # A shallow row dict per message: dataclasses.asdict deep-copies and costs double.
+        rows = [{name: getattr(m, name) for name in _FIELDS} for m in messages]
         async with self._engine.begin() as conn:
             await conn.execute(self._insert, rows)
 
@@ -76,6 +77,38 @@ class MessageStore:
             rows = (await conn.execute(query)).all()
         return [StoredMessage(**row._mapping) for row in reversed(rows)]
 
+    async def recent_many(
+        self, conversations: Sequence[tuple[str, str]], limit: int
+    ) -> dict[tuple[str, str], list[StoredMessage]]:
+        """The newest ``limit`` messages of each (tenant, conversation), oldest first, in one
+        query per chunk instead of one per conversation."""
+        out: dict[tuple[str, str], list[StoredMessage]] = {conv: [] for conv in conversations}
+        for start in range(0, len(conversations), 200):
+            chunk = conversations[start : start + 200]
+            rank = (
+                func.row_number()
+                .over(
+                    partition_by=(t.c.tenant_id, t.c.conversation_id),
+                    order_by=(t.c.created_at.desc(), t.c.id.desc()),
+                )
+                .label("rank")
+            )
+            ranked = (
+                select(*_COLUMNS, t.c.id, rank)
+                .where(tuple_(t.c.tenant_id, t.c.conversation_id).in_(chunk))
+                .subquery()
+            )
+            query = (
+                select(*[ranked.c[name] for name in _FIELDS])
+                .where(ranked.c.rank <= limit)
+                .order_by(ranked.c.created_at, ranked.c.id)
+            )
+            async with self._engine.connect() as conn:
+                for row in (await conn.execute(query)).all():
+                    m = StoredMessage(**row._mapping)
+                    out[(m.tenant_id, m.conversation_id)].append(m)
+        return out
+
     async def count(self, tenant_id: str, conversation_id: str | None = None) -> int:
         """How many messages a tenant (or one of its conversations) has stored."""
         query = select(func.count()).select_from(t).where(t.c.tenant_id == tenant_id)
@@ -85,4 +118,5 @@ class MessageStore:
             return int((await conn.execute(query)).scalar_one())
 
 
-_COLUMNS = [getattr(t.c, name) for name in StoredMessage.__dataclass_fields__]
+_FIELDS = tuple(StoredMessage.__dataclass_fields__)
+_COLUMNS = [getattr(t.c, name) for name in _FIELDS]

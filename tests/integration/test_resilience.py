@@ -155,3 +155,37 @@ async def test_two_workers_share_partitions_and_take_over(services, tenant, stor
     await eventually(lambda: caught_up(settings, "message-written"), within=90, what="takeover")
     assert await store.count(tenant) == 1200
     assert b.alive()
+
+
+async def test_database_outage_is_waited_out_without_committing(
+    services, tenant, store, start_worker
+):
+    from sqlalchemy.engine import make_url
+
+    from tests.support import TcpProxy
+
+    url = make_url(services.database_url)
+    proxy = await TcpProxy(url.port or 3306).start()
+    settings = isolated_settings(
+        database_url=url.set(host="127.0.0.1", port=proxy.port).render_as_string(False),
+        db_retry_max_seconds=1.0,
+    )
+    try:
+        start_worker(settings)
+        await publish(settings, "message-written", [message(tenant, "c", n) for n in range(20)])
+
+        async def first_stored() -> bool:
+            return await store.count(tenant) == 20
+
+        await eventually(first_stored, what="messages before the outage")
+        await eventually(lambda: caught_up(settings, "message-written"), what="first commit")
+        await proxy.stop()
+        await publish(settings, "message-written", [message(tenant, "c", n) for n in range(20, 50)])
+        await asyncio.sleep(5)
+        assert await store.count(tenant) == 20
+        assert not await caught_up(settings, "message-written"), "committed during the outage"
+        await proxy.start()
+        await eventually(lambda: caught_up(settings, "message-written"), what="recovery")
+        assert await store.count(tenant) == 50
+    finally:
+        await proxy.stop()

@@ -1,0 +1,152 @@
+"""Operating memstream: migrate, publish and the embedded dev mode."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from sqlalchemy import inspect
+
+from memstream.store.database import create_engine, migrate
+from memstream.store.messages import MessageStore
+from tests.support import REPO, eventually, message, read_topic, settings_env
+
+pytestmark = pytest.mark.integration
+
+TABLES = ["agent_config", "conversation_message", "conversation_summary", "long_term_memory"]
+
+
+async def _shape(url: str) -> dict[str, object]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+
+            def read(sync_conn):  # type: ignore[no-untyped-def]
+                insp = inspect(sync_conn)
+                return {
+                    table: (
+                        sorted(c["name"] for c in insp.get_columns(table)),
+                        sorted(i["name"] for i in insp.get_indexes(table) if i["name"]),
+                    )
+                    for table in TABLES
+                }
+
+            return await conn.run_sync(read)
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["mysql", "sqlite"])
+async def test_migrate_is_idempotent_on_both_backends(services, tmp_path: Path, backend: str):
+    url = services.database_url if backend == "mysql" else f"sqlite+aiosqlite:///{tmp_path}/m.db"
+    assert await migrate(url) == TABLES
+    first = await _shape(url)
+    assert await migrate(url) == TABLES
+    assert await _shape(url) == first
+    columns, indexes = first["conversation_message"]  # type: ignore[misc]
+    assert {"tenant_id", "conversation_id", "event_id", "token_count", "created_at"} <= set(columns)
+    assert "ix_message_conversation_time" in indexes
+
+
+def test_migrate_command(services):
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream.cli", "migrate"],
+        env=settings_env(services),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "conversation_message" in done.stdout
+
+
+async def test_publish_reports_bad_lines_and_sends_the_rest(settings, tenant, tmp_path: Path):
+    path = tmp_path / "events.jsonl"
+    lines = [
+        orjson.dumps(message(tenant, "c", 0)),
+        b"{broken",
+        orjson.dumps(message(tenant, "c", 1, role="robot")),
+        b"",
+        orjson.dumps(message(tenant, "c", 2)),
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream.cli", "publish", str(path)]
+        + ["--topic", "message-written"],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert f"{path}:2: invalid_json" in done.stderr
+    assert f"{path}:3: schema_violation" in done.stderr
+    assert "published 2 events, 2 bad lines skipped" in done.stdout
+    records = await read_topic(settings, "message-written")
+    assert sorted(v["event_id"] for _, v in records) == ["c-0", "c-2"]
+    assert {k for k, _ in records} == {b"c"}
+
+
+async def test_dev_runs_the_system_on_the_embedded_default(tmp_path: Path, tenant):
+    """`memstream dev`: bundled broker, SQLite, no Redis; Ctrl-C stops everything."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
+    env["MEMSTREAM_WORKER_WEB_PORT"] = "0"
+    dev = subprocess.Popen(
+        [sys.executable, "-m", "memstream.cli", "dev"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    log = tmp_path / "dev.log"
+    try:
+        lines: list[str] = []
+
+        async def up() -> bool:
+            line = await asyncio.to_thread(dev.stdout.readline)  # type: ignore[union-attr]
+            lines.append(line.decode(errors="replace"))
+            return "memstream dev is up" in lines[-1] or dev.poll() is not None
+
+        await eventually(up, within=90, what="memstream dev")
+        assert dev.poll() is None, "".join(lines)
+        events = tmp_path / "events.jsonl"
+        events.write_bytes(
+            b"".join(orjson.dumps(message(tenant, "c", n)) + b"\n" for n in range(5))
+        )
+        publish_env = {**env, "MEMSTREAM_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:19092"}
+        done = subprocess.run(
+            [sys.executable, "-m", "memstream.cli", "publish", str(events)]
+            + ["--topic", "message-written"],
+            env=publish_env,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        engine = create_engine(f"sqlite+aiosqlite:///{tmp_path}/var/dev/memstream.db")
+        store = MessageStore(engine)
+        try:
+
+            async def stored() -> bool:
+                try:
+                    return await store.count(tenant) == 5
+                except Exception:
+                    return False
+
+            await eventually(stored, within=120, what="messages in the dev SQLite database")
+        finally:
+            await engine.dispose()
+    finally:
+        dev.send_signal(signal.SIGINT)
+        try:
+            out, _ = dev.communicate(timeout=30)
+            log.write_bytes(out)
+        except subprocess.TimeoutExpired:
+            dev.kill()
+            raise
+    assert dev.returncode == 0
+    assert subprocess.run(["pgrep", "-f", "tansu.*19092"], capture_output=True).returncode == 1
