@@ -1,0 +1,1 @@
+"""Long-term memory providers: one small interface, one adapter per system."""
