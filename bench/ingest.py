@@ -126,7 +126,12 @@ async def sinks(settings: Settings, evs: list[dict[str, object]]) -> float:
 
 
 async def end_to_end(
-    settings: Settings, tenant: str, evs: list[dict[str, object]], *, backlog: bool
+    settings: Settings,
+    tenant: str,
+    evs: list[dict[str, object]],
+    *,
+    backlog: bool,
+    workers: int = 1,
 ) -> tuple[float, int]:
     """Events/s until all are in MySQL and Redis, and the worker's peak RSS.
 
@@ -142,12 +147,15 @@ async def end_to_end(
     cache = RedisCache(client, prefix=settings.cache_prefix)
     if backlog:
         await publish(settings, "message-written", evs)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "memstream.cli", "worker"],
-        env=settings_env(settings),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "memstream.cli", "worker"],
+            env=settings_env(settings.model_copy(update={"worker_web_port": free_port()})),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(workers)
+    ]
     try:
         warmup = [] if backlog else [{**evs[0], "event_id": "warmup"}]
         if warmup:  # the worker has its partitions once a first event is stored
@@ -171,14 +179,18 @@ async def end_to_end(
         await eventually(done, within=600, what="all events stored and cached")
         elapsed = time.perf_counter() - started
         await eventually(lambda: caught_up(settings, "message-written"), within=60)
-        with open(f"/proc/{worker.pid}/status") as fh:
-            rss = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM"))
-        return len(evs) / elapsed, rss
+        return len(evs) / elapsed, max(peak_rss_kib(p.pid) for p in procs)
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=30)
         await client.aclose()
         await engine.dispose()
+
+
+def peak_rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM"))
 
 
 async def main() -> None:
@@ -190,17 +202,19 @@ async def main() -> None:
     )
     sink_rate = await sinks(isolated_settings(), events(f"sink-{uuid.uuid4().hex[:8]}"))
     runs = {}
-    for mode in ("live", "backlog"):
+    for mode, workers in (("live", 1), ("backlog", 1), ("backlog, 2 workers", 2)):
         tenant = f"e2e-{uuid.uuid4().hex[:8]}"
         settings = isolated_settings(
             topic_partitions=8, worker_web_port=free_port(), log_level="WARNING"
         )
-        runs[mode] = await end_to_end(settings, tenant, events(tenant), backlog=mode == "backlog")
+        runs[mode] = await end_to_end(
+            settings, tenant, events(tenant), backlog=mode.startswith("backlog"), workers=workers
+        )
     sampled = f"({REFERENCE_SAMPLE} sampled)"
     print(f"  reference per-message dual write : {ref_rate:9.0f} events/s {sampled}")
     print(f"  sinks' limit (batched, no Kafka) : {sink_rate:9.0f} events/s")
     for mode, (rate, rss_kib) in runs.items():
-        print(f"  memstream end to end, {mode:7s}    : {rate:9.0f} events/s")
+        print(f"  memstream end to end, {mode}: {rate:.0f} events/s")
         print(f"    / reference                    : {rate / ref_rate:9.1f}x")
         print(f"    / sinks' limit                 : {rate / sink_rate:9.2f}")
-        print(f"    worker peak RSS                : {rss_kib / 1024:9.0f} MiB")
+        print(f"    peak RSS of a worker           : {rss_kib / 1024:9.0f} MiB")

@@ -40,4 +40,6 @@ app = faust.App(
     # Offsets of acknowledged events are committed this often; unacknowledged ones never are.
     broker_commit_interval=1.0,
     stream_buffer_maxsize=max(4096, 2 * settings.batch_max_events),
+    # Larger fetches: the history stage writes thousands of events per batch.
+    consumer_max_fetch_size=8 * 1024 * 1024,
 )

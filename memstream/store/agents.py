@@ -1,0 +1,71 @@
+"""Agent configuration rows (``agent_config``): which long-term provider an agent uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from sqlalchemy import select
+from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.store.schema import agent_config as t
+
+Provider = Literal["MEMOS", "MEM0", "MYSQL"]
+DEFAULT_CONTEXT_ROUNDS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    tenant_id: str
+    agent_id: str
+    long_memory_provider: Provider | None = None
+    open_long_memory: bool = True
+    context_rounds: int = DEFAULT_CONTEXT_ROUNDS
+    model_target_id: str | None = None
+
+
+class AgentConfigStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def get(self, tenant_id: str, agent_id: str) -> AgentConfig | None:
+        query = select(
+            t.c.tenant_id,
+            t.c.agent_id,
+            t.c.long_memory_provider,
+            t.c.open_long_memory,
+            t.c.context_rounds,
+            t.c.model_target_id,
+        ).where(t.c.tenant_id == tenant_id, t.c.agent_id == agent_id)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None:
+            return None
+        values = dict(row._mapping)
+        values["open_long_memory"] = bool(values["open_long_memory"])
+        return AgentConfig(**values)
+
+    async def put(self, config: AgentConfig) -> AgentConfig:
+        """Create or replace an agent's configuration."""
+        row = {
+            "tenant_id": config.tenant_id,
+            "agent_id": config.agent_id,
+            "long_memory_provider": config.long_memory_provider,
+            "open_long_memory": config.open_long_memory,
+            "context_rounds": config.context_rounds,
+            "model_target_id": config.model_target_id,
+            "updated_at": datetime.now(UTC).replace(tzinfo=None),
+        }
+        changes = {k: v for k, v in row.items() if k not in ("tenant_id", "agent_id")}
+        if self._engine.dialect.name == "sqlite":
+            stmt = sqlite.insert(t).values(row)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["tenant_id", "agent_id"], set_=changes
+            )
+        else:
+            stmt = mysql.insert(t).values(row).on_duplicate_key_update(**changes)
+        async with self._engine.begin() as conn:
+            await conn.execute(stmt)
+        return config
