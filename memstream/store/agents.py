@@ -59,10 +59,12 @@ class AgentConfigStore:
             "updated_at": datetime.now(UTC).replace(tzinfo=None),
         }
         changes = {k: v for k, v in row.items() if k not in ("tenant_id", "agent_id")}
+        stmt: Executable
         if self._engine.dialect.name == "sqlite":
-            stmt = sqlite.insert(t).values(row)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["tenant_id", "agent_id"], set_=changes
+            stmt = (
+                sqlite.insert(t)
+                .values(row)
+                .on_conflict_do_update(index_elements=["tenant_id", "agent_id"], set_=changes)
             )
         else:
             stmt = mysql.insert(t).values(row).on_duplicate_key_update(**changes)
