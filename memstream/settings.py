@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -43,6 +43,16 @@ class Settings(BaseSettings):
     batch_max_events: int = Field(default=5000, ge=1)
     batch_within_seconds: float = Field(default=0.2, gt=0)
     db_retry_max_seconds: float = Field(default=30.0, gt=0)
+    # Load path (query API).
+    short_term_timeout_seconds: float = Field(default=0.5, gt=0)
+    long_term_timeout_seconds: float = Field(default=0.8, gt=0)
+    window_max_tokens: int = Field(default=8000, ge=1)
+    summary_budget_tokens: int = Field(default=2000, ge=0)
+    long_term_budget_tokens: int = Field(default=4000, ge=0)
+    user_profile_share: float = Field(default=0.6, ge=0, le=1)
+    long_term_top_k: int = Field(default=10, ge=1, le=100)
+    summary_cache_ttl_seconds: int = Field(default=3600, ge=1)
+    agent_config_cache_seconds: float = Field(default=5.0, ge=0)
     worker_web_port: int = Field(default=6066, ge=0, le=65535)
     log_level: str = "INFO"
 
@@ -58,6 +68,12 @@ class Settings(BaseSettings):
     def _valid_keys(cls, value: SecretStr) -> SecretStr:
         _parse_api_keys(value.get_secret_value())
         return value
+
+    @model_validator(mode="after")
+    def _budgets_fit(self) -> Settings:
+        if self.summary_budget_tokens > self.window_max_tokens:
+            raise ValueError("summary_budget_tokens must not exceed window_max_tokens")
+        return self
 
     def topic(self, name: str) -> str:
         """Full topic name for a public or internal topic."""
