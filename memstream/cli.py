@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memstream", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("worker", help="run the stream worker (all stages)")
+    sub.add_parser("api", help="run the query API")
     sub.add_parser("migrate", help="create or upgrade the database schema")
     sub.add_parser("dev", help="run everything locally on the embedded default")
     pub = sub.add_parser("publish", help="publish events from a JSON-lines file")
@@ -76,6 +77,19 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         from memstream.worker import run_worker
 
         return run_worker(settings)
+    if args.command == "api":
+        import uvicorn
+
+        from memstream.api.app import create_app
+
+        uvicorn.run(
+            create_app(settings),
+            host=settings.api_host,
+            port=settings.api_port,
+            log_level=settings.log_level.lower(),
+            access_log=False,
+        )
+        return 0
     if args.command == "migrate":
         from memstream.store.database import migrate
 

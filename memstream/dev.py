@@ -57,18 +57,22 @@ def run_dev(_settings: Settings) -> int:
             kafka_bootstrap_servers=env["MEMSTREAM_KAFKA_BOOTSTRAP_SERVERS"],
             database_url=env["MEMSTREAM_DATABASE_URL"],
             redis_url=env["MEMSTREAM_REDIS_URL"],
+            api_host=env.get("MEMSTREAM_API_HOST", "127.0.0.1"),
+            api_port=int(env.get("MEMSTREAM_API_PORT", "8080")),
         )
         asyncio.run(wait_for_broker(settings, within=30))
         asyncio.run(migrate(settings.database_url))
-        children.append(
-            subprocess.Popen([sys.executable, "-m", "memstream.cli", "worker"], env=env)
-        )
+        for command in ("worker", "api"):
+            children.append(
+                subprocess.Popen([sys.executable, "-m", "memstream.cli", command], env=env)
+            )
         print(
             "\nmemstream dev is up\n"
             f"  broker   {settings.kafka_bootstrap_servers}"
             f"{' (bundled, memory only)' if bundled else ''}\n"
             f"  database {settings.database_url}\n"
             f"  cache    {settings.redis_url or 'off'}\n"
+            f"  API      http://{settings.api_host}:{settings.api_port}  (docs: /docs)\n"
             f"  publish  MEMSTREAM_KAFKA_BOOTSTRAP_SERVERS={settings.kafka_bootstrap_servers} "
             "memstream publish FILE.jsonl --topic message-written\n"
             "Ctrl-C stops everything.\n",

@@ -24,3 +24,13 @@ BATCH_SECONDS = Histogram(
     ["stage"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+
+LOAD_SECONDS = Histogram(
+    "memstream_load_path_seconds",
+    "Load path latency, by path (short_term, long_term, total).",
+    ["path"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+DEGRADED = Counter(
+    "memstream_load_path_degraded_total", "Load path fallbacks and failures, by part.", ["part"]
+)

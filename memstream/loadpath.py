@@ -1,0 +1,356 @@
+"""The load path: what an agent request waits on, short-term and long-term loaded in parallel.
+
+Every part degrades instead of failing: a cache error reads the record, a slow or failing
+long-term provider gives empty long-term memory, a missing summary is left out; each is named
+in ``degraded``. Work is bounded: only ``context_rounds * 3`` messages are read, and token
+counts come from ingestion, never re-tokenised here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+import orjson
+from sqlalchemy import text
+
+from memstream import metrics
+from memstream.api.errors import ApiError
+from memstream.api.models import (
+    ContextItem,
+    ContextMessage,
+    ContextRequest,
+    ContextResponse,
+    LongTerm,
+    TokenCounts,
+)
+from memstream.budget import budget_long_term, prepare_items
+from memstream.providers.base import LongTermProvider
+from memstream.providers.mysql import MySQLProvider
+from memstream.runtime import Resources
+from memstream.settings import Settings
+from memstream.store.agents import (
+    DEFAULT_CONTEXT_ROUNDS,
+    AgentConfig,
+    AgentConfigStore,
+    Provider,
+)
+from memstream.store.summaries import Summary, SummaryStore
+from memstream.window import Summary as WindowSummary
+from memstream.window import WindowMessage, build_window
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class _Degraded:
+    parts: list[str] = field(default_factory=list)
+
+    def add(self, part: str) -> None:
+        if part not in self.parts:
+            self.parts.append(part)
+            metrics.DEGRADED.labels(part).inc()
+
+
+class LoadPath:
+    """Assembles ``/v1/context`` answers and owns the stores the API reads."""
+
+    def __init__(self, settings: Settings, resources: Resources) -> None:
+        self.settings = settings
+        self.resources = resources
+        self.agents = AgentConfigStore(resources.engine)
+        self.summaries = SummaryStore(resources.engine)
+        self.builtin = MySQLProvider(resources.engine)
+        self._configs: dict[tuple[str, str], tuple[float, AgentConfig | None]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def open(cls, settings: Settings) -> LoadPath:
+        return cls(settings, Resources.open(settings))
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await self.resources.close()
+
+    # -- routing -----------------------------------------------------------------------------
+
+    async def config(self, tenant_id: str, agent_id: str | None) -> AgentConfig | None:
+        """The agent's configuration (None when unknown), cached for a few seconds."""
+        if agent_id is None:
+            return None
+        key = (tenant_id, agent_id)
+        hit = self._configs.get(key)
+        now = time.monotonic()
+        # Agent configs change rarely: a short in-process cache saves a query per request.
+        if hit is not None and now - hit[0] < self.settings.agent_config_cache_seconds:
+            return hit[1]
+        config = await self.agents.get(tenant_id, agent_id)
+        if len(self._configs) > 10_000:
+            self._configs.clear()
+        self._configs[key] = (now, config)
+        return config
+
+    def provider_named(self, name: str | None) -> LongTermProvider:
+        if name in (None, "MYSQL"):
+            return self.builtin
+        raise ApiError(
+            503,
+            "provider_unavailable",
+            f"long-term provider {name} is not available in this deployment",
+        )
+
+    async def provider_for(self, tenant_id: str, agent_id: str | None) -> LongTermProvider:
+        """The agent's provider: built-in when unset, the agent unknown or its config unreadable."""
+        try:
+            config = await self.config(tenant_id, agent_id)
+        except Exception as exc:
+            log.warning("agent config unreadable (%r); using the built-in store", exc)
+            config = None
+        return self.provider_named(config.long_memory_provider if config else None)
+
+    async def tenant_providers(self, tenant_id: str) -> list[LongTermProvider]:
+        """Every provider the tenant's agents use (the built-in store always)."""
+        return [self.builtin]
+
+    # -- /v1/context -------------------------------------------------------------------------
+
+    async def context(self, req: ContextRequest) -> ContextResponse:
+        started = time.perf_counter()
+        degraded = _Degraded()
+        try:
+            config = await self.config(req.tenant_id, req.agent_id)
+        except Exception as exc:
+            log.warning("agent config unreadable (%r); defaults apply", exc)
+            config = None
+            degraded.add("config")
+        rounds = req.context_rounds or (config.context_rounds if config else DEFAULT_CONTEXT_ROUNDS)
+        no_messages: tuple[list[ContextMessage], int] = ([], 0)
+        short, long = await asyncio.gather(
+            self._timed(
+                "short_term",
+                self.settings.short_term_timeout_seconds,
+                lambda: self._short_term(req, rounds, degraded),
+                default=no_messages,
+                degraded=degraded,
+            ),
+            self._timed(
+                "long_term",
+                self.settings.long_term_timeout_seconds,
+                lambda: self._long_term(req, config, degraded),
+                default=(LongTerm(provider=_provider_name(config)), 0, 0),
+                degraded=degraded,
+            ),
+        )
+        messages, message_tokens = short
+        long_term, profile_tokens, agent_tokens = long
+        metrics.LOAD_SECONDS.labels("total").observe(time.perf_counter() - started)
+        return ContextResponse(
+            conversation_id=req.conversation_id,
+            messages=messages,
+            long_term=long_term,
+            tokens=TokenCounts(
+                messages=message_tokens, user_profile=profile_tokens, agent_memory=agent_tokens
+            ),
+            degraded=degraded.parts,
+        )
+
+    async def _timed(
+        self,
+        path: str,
+        within: float,
+        run: Callable[[], Awaitable[T]],
+        *,
+        default: T,
+        degraded: _Degraded,
+    ) -> T:
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(within):
+                return await run()
+        except TimeoutError:
+            log.warning("%s path timed out after %.2fs", path, within)
+        except Exception as exc:
+            log.warning("%s path failed: %r", path, exc)
+        finally:
+            metrics.LOAD_SECONDS.labels(path).observe(time.perf_counter() - started)
+        degraded.add(path)
+        return default
+
+    async def _short_term(
+        self, req: ContextRequest, rounds: int, degraded: _Degraded
+    ) -> tuple[list[ContextMessage], int]:
+        limit = rounds * 3
+        recent, summary = await asyncio.gather(
+            self._recent(req.tenant_id, req.conversation_id, limit, degraded),
+            self._summary(req.tenant_id, req.conversation_id, degraded),
+        )
+        window = build_window(
+            recent,
+            WindowSummary(summary.text, summary.token_count) if summary else None,
+            max_tokens=self.settings.window_max_tokens,
+            summary_budget=self.settings.summary_budget_tokens,
+        )
+        out = [
+            ContextMessage(role=m.role, content=m.content, tokens=m.tokens, summary=m.summary)
+            for m in window.messages
+        ]
+        return out, window.tokens
+
+    async def _recent(
+        self, tenant_id: str, conversation_id: str, limit: int, degraded: _Degraded
+    ) -> Sequence[WindowMessage]:
+        cache = self.resources.cache
+        if cache is not None:
+            try:
+                cached = await cache.recent(tenant_id, conversation_id, limit)
+            except Exception as exc:
+                log.warning("cache read failed: %r", exc)
+                metrics.CACHE.labels("read", "error").inc()
+                degraded.add("cache")
+                cached = None
+            else:
+                metrics.CACHE.labels("read", "hit" if cached is not None else "miss").inc()
+                if cached is not None:
+                    return cached
+                self._rewarm(tenant_id, conversation_id)
+        return await self.resources.messages.recent(tenant_id, conversation_id, limit)
+
+    def _rewarm(self, tenant_id: str, conversation_id: str) -> None:
+        """Rebuild a missing cache key from the record, off the request's path."""
+
+        async def run() -> None:
+            cache = self.resources.cache
+            assert cache is not None
+            try:
+                conv = (tenant_id, conversation_id)
+                found = await self.resources.messages.recent_many([conv], cache.max_messages)
+                await cache.warm(found)
+            except Exception as exc:
+                log.warning("cache re-warm failed: %r", exc)
+
+        task = asyncio.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _summary_key(self, tenant_id: str, conversation_id: str) -> str:
+        return f"{self.settings.cache_prefix}summary:{len(tenant_id)}:{tenant_id}:{conversation_id}"
+
+    async def _summary(
+        self, tenant_id: str, conversation_id: str, degraded: _Degraded
+    ) -> Summary | None:
+        cache = self.resources.cache
+        key = self._summary_key(tenant_id, conversation_id)
+        if cache is not None:
+            try:
+                raw = await cache.client.get(key)
+                if raw is not None:
+                    text_, tokens = orjson.loads(raw)
+                    return Summary(text_, tokens) if text_ else None
+            except Exception:
+                degraded.add("cache")
+        try:
+            summary = await self.summaries.get(tenant_id, conversation_id)
+        except Exception as exc:
+            log.warning("summary unreadable: %r", exc)
+            degraded.add("summary")
+            return None
+        if cache is not None:
+            # Cache absence too, so conversations without a summary cost no query either.
+            value = orjson.dumps([summary.text, summary.token_count] if summary else ["", 0])
+            try:
+                await cache.client.set(key, value, ex=self.settings.summary_cache_ttl_seconds)
+            except Exception:
+                degraded.add("cache")
+        return summary
+
+    async def _long_term(
+        self, req: ContextRequest, config: AgentConfig | None, degraded: _Degraded
+    ) -> tuple[LongTerm, int, int]:
+        name = _provider_name(config)
+        if config is not None and (not config.open_long_memory or not config.model_target_id):
+            # Long-term memory off for this agent, or no model bound: no query at all.
+            return LongTerm(provider=None), 0, 0
+        if not req.query.strip():
+            return LongTerm(provider=name), 0, 0
+        try:
+            provider = self.provider_named(name)
+        except ApiError:
+            degraded.add("long_term")
+            return LongTerm(provider=name), 0, 0
+        found = await provider.search(
+            req.tenant_id,
+            req.user_id,
+            req.agent_id,
+            req.query,
+            top_k=self.settings.long_term_top_k,
+        )
+        groups = prepare_items(found, filter_sensitive=req.filter_sensitive)
+        budget = budget_long_term(
+            [m.content for m in groups.user_profile],
+            [m.content for m in groups.agent],
+            total=self.settings.long_term_budget_tokens,
+            profile_share=self.settings.user_profile_share,
+        )
+        # Report the items that made it into the texts, best first.
+        used = (
+            groups.user_profile[: budget.user_profile_items]
+            + groups.agent[: budget.agent_memory_items]
+        )
+        items = [
+            ContextItem(
+                id=m.id,
+                cube_id=m.cube_id,
+                memory_type=m.memory_type,
+                content=m.content,
+                score=round(m.score, 4),
+            )
+            for m in sorted(used, key=lambda m: m.score, reverse=True)
+        ]
+        long_term = LongTerm(
+            provider=name,
+            user_profile=budget.user_profile,
+            agent_memory=budget.agent_memory,
+            items=items,
+        )
+        return long_term, budget.user_profile_tokens, budget.agent_memory_tokens
+
+    # -- /readyz -----------------------------------------------------------------------------
+
+    async def readiness(self) -> dict[str, str]:
+        async def database() -> str:
+            async with self.resources.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+            return "ok"
+
+        async def cache() -> str:
+            if self.resources.cache is None:
+                return "disabled"
+            await self.resources.cache.ping()
+            return "ok"
+
+        async def broker() -> str:
+            host, _, port = self.settings.kafka_bootstrap_servers.split(",")[0].rpartition(":")
+            _, writer = await asyncio.open_connection(urlsplit(f"//{host}").hostname, int(port))
+            writer.close()
+            return "ok"
+
+        checks = {"database": database, "cache": cache, "broker": broker}
+        results = {}
+        for name, check in checks.items():
+            try:
+                async with asyncio.timeout(2):
+                    results[name] = await check()
+            except Exception as exc:
+                results[name] = f"error: {exc.__class__.__name__}"
+        return results
+
+
+def _provider_name(config: AgentConfig | None) -> Provider:
+    return (config.long_memory_provider if config else None) or "MYSQL"

@@ -1,0 +1,493 @@
+"""The built-in long-term store (provider ``MYSQL``): table ``long_term_memory`` plus an
+in-memory lexical index per user (memstream.retrieval), on MySQL/MariaDB or SQLite.
+
+Writes go straight to the table. Searches run on a per-(tenant, user) ``LexicalIndex`` kept
+in a bounded LRU cache and refreshed only when that user's memories changed, so the load
+path pays one small indexed query plus an in-memory BM25 pass instead of reading and
+tokenizing every memory on every request.
+
+Freshness check (why a row count and not a version row or ``MAX(updated_at)``):
+    ``SELECT COUNT(*), COUNT(deleted_at) WHERE tenant_id = ? AND user_id = ?`` is answered
+    from the existing ``ix_memory_scope`` index alone (``deleted_at`` is its last column), so
+    it needs no schema change on databases migrated before this provider existed. Rows of
+    this table are never rewritten in place: ``add`` only inserts (a duplicate is a no-op)
+    and a soft delete turns a live row into a deleted one, never back. So every change to the
+    live set moves the pair: an insert raises the first count, a delete the second. The pair
+    is exact and needs no clock (a ``MAX(updated_at)`` compares clocks of different hosts
+    and needs a new column); a per-user version row would be as cheap but would miss writes
+    that do not go through this class. It sees writes from every process (the worker writes,
+    the API reads). The one change it cannot see, a hard DELETE plus an insert between two
+    checks, is caught by re-reading the live id set when an entry is older than
+    ``revalidate_seconds``.
+
+Re-adding deleted content: the unique key (tenant_id, user_id, cube_id, content_hash) also
+covers deleted rows, so a soft delete sets the row's ``content_hash`` to its own ``id`` (a
+tombstone that can never equal a SHA-256 of content); the same content can be stored again
+later as a new memory with a new id, and a deleted id never comes back to life.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import re
+import time
+import unicodedata
+import uuid
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Insert, Row, case, func, select, update
+from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from memstream.providers.base import (
+    MEMORY_TYPES,
+    USER_PROFILE,
+    MemoryItem,
+    MemoryType,
+    NewMemory,
+    readable_cubes,
+)
+from memstream.retrieval import (
+    MMR_LAMBDA,
+    RELATIVITY,
+    LexicalIndex,
+    mmr,
+    normalised,
+    tokenize,
+)
+from memstream.store.schema import long_term_memory as t
+
+_SPACES = re.compile(r"\s+")
+_CHUNK = 500  # ids per IN (...) list
+# Up to this many new memories are indexed in place on the event loop (about 30 µs each);
+# a cold load or a bigger change is built in a worker thread.
+INLINE_UPDATE_LIMIT = 100
+
+
+def normalise_content(content: str) -> str:
+    """The form two memories are compared in: NFKC, case-folded, whitespace collapsed."""
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", content)).strip().casefold()
+
+
+def content_hash(content: str) -> str:
+    """SHA-256 (hex) of the normalised content: the per-cube duplicate key."""
+    return hashlib.sha256(normalise_content(content).encode("utf-8")).hexdigest()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+_COLUMNS = (
+    t.c.id,
+    t.c.tenant_id,
+    t.c.user_id,
+    t.c.agent_id,
+    t.c.cube_id,
+    t.c.memory_type,
+    t.c.content,
+    t.c.importance,
+    t.c.source_event_ids,
+    t.c.created_at,
+)
+
+
+def _item(row: Row[Any]) -> MemoryItem:
+    created: datetime = row.created_at
+    return MemoryItem(
+        id=row.id,
+        tenant_id=row.tenant_id,
+        user_id=row.user_id,
+        agent_id=row.agent_id,
+        cube_id=row.cube_id,
+        memory_type=row.memory_type,
+        content=row.content,
+        importance=int(row.importance),
+        source_event_ids=tuple(str(e) for e in (row.source_event_ids or ())),
+        created_at=created.replace(tzinfo=UTC) if created.tzinfo is None else created,
+    )
+
+
+Fingerprint = tuple[int, int]
+
+
+@dataclass(slots=True)
+class _UserIndex:
+    """One user's live memories (all cubes, by id) and their index."""
+
+    fingerprint: Fingerprint
+    items: dict[str, MemoryItem]
+    index: LexicalIndex
+    checked_at: float = field(default_factory=time.monotonic)
+    counted: int = 0  # memories this entry adds to the cache's total (set by _store)
+
+
+class MySQLProvider:
+    """``LongTermProvider`` over ``long_term_memory`` (MySQL/MariaDB or SQLite)."""
+
+    name = "MYSQL"
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        relativity: float = RELATIVITY,
+        mmr_lambda: float = MMR_LAMBDA,
+        cache_users: int = 1024,
+        cache_memories: int = 250_000,
+        revalidate_seconds: float = 300.0,
+    ) -> None:
+        self._engine = engine
+        self._dialect = engine.dialect.name
+        if self._dialect not in ("mysql", "mariadb", "sqlite"):
+            raise ValueError(f"unsupported database dialect {self._dialect!r}")
+        self.relativity = relativity
+        self.mmr_lambda = mmr_lambda
+        self._cache_users = cache_users
+        self._cache_memories = cache_memories
+        self._revalidate = revalidate_seconds
+        self._cache: OrderedDict[tuple[str, str], _UserIndex] = OrderedDict()
+        self._cached_memories = 0
+        self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self.rebuilds = 0  # index (re)builds, for tests and metrics
+
+    # --- writes --------------------------------------------------------------------------
+
+    def _insert_ignore(self) -> Insert:
+        # A row whose (tenant_id, user_id, cube_id, content_hash) is already stored is left as
+        # it is: the statement is a no-op for it, never an error.
+        if self._dialect == "sqlite":
+            return sqlite.insert(t).on_conflict_do_nothing()
+        stmt = mysql.insert(t)
+        return stmt.on_duplicate_key_update(content_hash=stmt.inserted.content_hash)
+
+    async def add(self, memories: Sequence[NewMemory]) -> list[MemoryItem]:
+        """Store memories; content already live in the same cube (after normalisation) is not
+        stored again, the stored item is answered instead. Answers one item per input."""
+        if not memories:
+            return []
+        keys: list[tuple[str, str, str, str]] = []
+        rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        now = _now()
+        for n, memory in enumerate(memories):
+            # One microsecond apart: the batch keeps its order in time (newest-first lists,
+            # ties in search), deterministically.
+            row = _new_row(memory, now + timedelta(microseconds=n))
+            key = (row["tenant_id"], row["user_id"], row["cube_id"], row["content_hash"])
+            keys.append(key)
+            rows.setdefault(key, row)
+        stored: dict[tuple[str, str, str, str], MemoryItem] = {}
+        async with self._engine.begin() as conn:
+            pending = list(rows.values())
+            for _attempt in range(2):
+                await conn.execute(self._insert_ignore(), pending)
+                found, dead = await self._read_back(conn, pending)
+                stored.update(found)
+                if not dead:
+                    break
+                # Rows deleted by code that did not leave a tombstone still hold the key.
+                for tenant, dead_id in dead:
+                    await conn.execute(
+                        update(t)
+                        .where(t.c.tenant_id == tenant, t.c.id == dead_id)
+                        .values(content_hash=t.c.id)
+                    )
+                pending = [rows[k] for k in rows if k not in stored]
+        missing = [k for k in keys if k not in stored]
+        if missing:
+            raise RuntimeError(f"memories not stored: {missing[:3]}")
+        return [stored[k] for k in keys]
+
+    async def _read_back(
+        self, conn: AsyncConnection, rows: Sequence[dict[str, Any]]
+    ) -> tuple[dict[tuple[str, str, str, str], MemoryItem], list[tuple[str, str]]]:
+        """The live stored row behind each new row's key, and ids of deleted key holders."""
+        wanted = {(r["tenant_id"], r["user_id"], r["cube_id"], r["content_hash"]) for r in rows}
+        by_user: dict[tuple[str, str], set[str]] = {}
+        for tenant, user, _cube, digest in wanted:
+            by_user.setdefault((tenant, user), set()).add(digest)
+        found: dict[tuple[str, str, str, str], MemoryItem] = {}
+        dead: list[tuple[str, str]] = []
+        for (tenant, user), digests in by_user.items():
+            for chunk in _chunks(sorted(digests)):
+                query = select(*_COLUMNS, t.c.content_hash, t.c.deleted_at).where(
+                    t.c.tenant_id == tenant,
+                    t.c.user_id == user,
+                    t.c.content_hash.in_(chunk),
+                )
+                for row in (await conn.execute(query)).all():
+                    key = (row.tenant_id, row.user_id, row.cube_id, row.content_hash)
+                    if key not in wanted:
+                        continue
+                    if row.deleted_at is not None:
+                        dead.append((row.tenant_id, row.id))
+                    else:
+                        found[key] = _item(row)
+        return found, dead
+
+    async def delete(self, tenant_id: str, ids: Sequence[str]) -> list[str]:
+        """Soft-delete memories of ``tenant_id`` by id; answers the ids that were live."""
+        deleted: list[str] = []
+        async with self._engine.begin() as conn:
+            for chunk in _chunks(sorted(set(ids))):
+                scope = (t.c.tenant_id == tenant_id, t.c.id.in_(chunk), t.c.deleted_at.is_(None))
+                deleted += await self._expire(conn, scope)
+        return deleted
+
+    async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
+        """Forget a user: soft-delete every live memory of every cube; answers their ids."""
+        scope = (t.c.tenant_id == tenant_id, t.c.user_id == user_id, t.c.deleted_at.is_(None))
+        async with self._engine.begin() as conn:
+            deleted = await self._expire(conn, scope)
+        self._evict((tenant_id, user_id))
+        return deleted
+
+    async def _expire(self, conn: AsyncConnection, scope: tuple[Any, ...]) -> list[str]:
+        # Lock the rows first so that two concurrent deletes never both report the same id
+        # (SQLite ignores FOR UPDATE: its writers are serialised anyway).
+        query = select(t.c.id).where(*scope).with_for_update()
+        ids = [row.id for row in (await conn.execute(query)).all()]
+        if ids:
+            # The tombstone frees the content key (module docstring).
+            await conn.execute(
+                update(t).where(*scope).values(deleted_at=_now(), content_hash=t.c.id)
+            )
+        return ids
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def list_live(
+        self, tenant_id: str, user_id: str, agent_id: str | None
+    ) -> list[MemoryItem]:
+        """Every live memory of the readable cubes, newest first."""
+        query = (
+            select(*_COLUMNS)
+            .where(
+                t.c.tenant_id == tenant_id,
+                t.c.user_id == user_id,
+                t.c.cube_id.in_(readable_cubes(agent_id)),
+                t.c.deleted_at.is_(None),
+            )
+            .order_by(t.c.created_at.desc(), t.c.id)
+        )
+        async with self._engine.connect() as conn:
+            return [_item(row) for row in (await conn.execute(query)).all()]
+
+    async def search(
+        self,
+        tenant_id: str,
+        user_id: str,
+        agent_id: str | None,
+        query: str,
+        *,
+        top_k: int = 10,
+    ) -> list[MemoryItem]:
+        """Up to ``top_k`` live memories per readable cube scoring at least the relativity
+        threshold, near-duplicates removed by MMR; all of them sorted by score."""
+        terms = tokenize(query)
+        if top_k <= 0 or not terms:
+            return []
+        entry = await self._user_index(tenant_id, user_id)
+        if not entry.items:
+            return []
+        # Rank by relevance (it keeps ordering memories the displayed score caps at 1.0),
+        # threshold and show the normalised score.
+        floor = self.relativity * self.relativity
+        by_cube: dict[str, list[tuple[float, str]]] = {c: [] for c in readable_cubes(agent_id)}
+        items = entry.items
+        for doc_id, value in entry.index.relevance(terms).items():
+            if value >= floor and value > 0.0:
+                bucket = by_cube.get(items[doc_id].cube_id)
+                if bucket is not None:
+                    bucket.append((value, doc_id))
+        picked: list[tuple[float, float, str]] = []
+        pool_size = max(3 * top_k, 30)  # MMR looks at the best candidates only
+        for candidates in by_cube.values():
+            pool = [
+                ((value, doc_id), normalised(value), entry.index.token_set(doc_id))
+                for value, doc_id in heapq.nlargest(pool_size, candidates)
+            ]
+            for (value, doc_id), score, _tokens in mmr(pool, self.mmr_lambda, top_k):
+                picked.append((score, value, doc_id))
+        picked.sort(reverse=True)
+        return [replace(items[doc_id], score=round(score, 4)) for score, _, doc_id in picked]
+
+    # --- the per-user index cache --------------------------------------------------------
+
+    async def _fingerprint(
+        self, conn: AsyncConnection, tenant_id: str, user_id: str
+    ) -> Fingerprint:
+        query = select(func.count(), func.count(t.c.deleted_at)).where(
+            t.c.tenant_id == tenant_id, t.c.user_id == user_id
+        )
+        total, deleted = (await conn.execute(query)).one()
+        return int(total), int(deleted)
+
+    async def _user_index(self, tenant_id: str, user_id: str) -> _UserIndex:
+        key = (tenant_id, user_id)
+        async with self._engine.connect() as conn:
+            fingerprint = await self._fingerprint(conn, tenant_id, user_id)
+        entry = self._cache.get(key)
+        if entry is not None and self._usable(entry, fingerprint, exact=True):
+            self._cache.move_to_end(key)
+            return entry
+        # One load per user at a time; the others wait for it instead of loading the same.
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        async with lock:
+            entry = self._cache.get(key)
+            # Loaded while this request waited, so from a fingerprint read after this one's.
+            if entry is not None and self._usable(entry, fingerprint, exact=False):
+                self._cache.move_to_end(key)
+                return entry
+            async with self._engine.connect() as conn:
+                fingerprint, live_ids, added = await self._changes(conn, tenant_id, user_id, entry)
+            if entry is None or len(added) > INLINE_UPDATE_LIMIT:
+                # A cold load or a big change: tokenize and build off the event loop.
+                entry = await asyncio.to_thread(_build, fingerprint, live_ids, added, entry)
+            else:
+                _update(entry, fingerprint, live_ids, added)
+            self.rebuilds += 1
+            self._store(key, entry)
+            return entry
+
+    def _usable(self, entry: _UserIndex, fingerprint: Fingerprint, *, exact: bool) -> bool:
+        if time.monotonic() - entry.checked_at >= self._revalidate:
+            return False
+        if exact:
+            return entry.fingerprint == fingerprint
+        # Both counts only grow under this class's writes (module docstring).
+        return entry.fingerprint[0] >= fingerprint[0] and entry.fingerprint[1] >= fingerprint[1]
+
+    async def _changes(
+        self, conn: AsyncConnection, tenant_id: str, user_id: str, old: _UserIndex | None
+    ) -> tuple[Fingerprint, list[str], list[MemoryItem]]:
+        """A fresh fingerprint, the live ids and the live memories ``old`` lacks.
+
+        The fingerprint and the live ids come from one statement (one consistent view), the
+        ids joined into one string: aiomysql decodes a thousand one-column rows in about
+        4 ms, one string in well under one. Rows read afterwards may be newer than the
+        fingerprint, which costs one more refresh later, never a stale hit."""
+        if self._dialect != "sqlite" and not conn.info.get("memstream_group_concat"):
+            # MySQL 8 caps GROUP_CONCAT at 1,024 bytes by default (MariaDB at 1 MB); the
+            # setting lives as long as the pooled connection.
+            await conn.exec_driver_sql("SET SESSION group_concat_max_len = 16777216")
+            conn.info["memstream_group_concat"] = True
+        live_id = case((t.c.deleted_at.is_(None), t.c.id))
+        query = select(func.count(), func.count(t.c.deleted_at), func.group_concat(live_id)).where(
+            t.c.tenant_id == tenant_id, t.c.user_id == user_id
+        )
+        total, deleted, joined = (await conn.execute(query)).one()
+        fingerprint = (int(total), int(deleted))
+        live_ids = joined.split(",") if joined else []
+        if len(set(live_ids)) != fingerprint[0] - fingerprint[1]:
+            # An id with a comma in it, or a truncated list: read them one row each.
+            live_query = select(t.c.id).where(
+                t.c.tenant_id == tenant_id, t.c.user_id == user_id, t.c.deleted_at.is_(None)
+            )
+            live_ids = [row.id for row in (await conn.execute(live_query)).all()]
+        missing = [i for i in live_ids if old is None or i not in old.items]
+        added: list[MemoryItem] = []
+        for chunk in _chunks(missing):
+            query = select(*_COLUMNS).where(
+                t.c.tenant_id == tenant_id, t.c.id.in_(chunk), t.c.deleted_at.is_(None)
+            )
+            added += [_item(row) for row in (await conn.execute(query)).all()]
+        return fingerprint, live_ids, added
+
+    def _store(self, key: tuple[str, str], entry: _UserIndex) -> None:
+        self._evict(key)
+        entry.counted = len(entry.items)
+        self._cache[key] = entry
+        self._cached_memories += entry.counted
+        while len(self._cache) > 1 and (
+            len(self._cache) > self._cache_users or self._cached_memories > self._cache_memories
+        ):
+            _, dropped = self._cache.popitem(last=False)
+            self._cached_memories -= dropped.counted
+
+    def _evict(self, key: tuple[str, str]) -> None:
+        dropped = self._cache.pop(key, None)
+        if dropped is not None:
+            self._cached_memories -= dropped.counted
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+        self._cached_memories = 0
+
+
+def _build(
+    fingerprint: Fingerprint,
+    live_ids: Sequence[str],
+    added: Sequence[MemoryItem],
+    old: _UserIndex | None,
+) -> _UserIndex:
+    """A new entry from scratch, reusing the tokens of memories ``old`` already holds
+    (runs in a worker thread: it reads ``old`` and builds new objects only)."""
+    live = set(live_ids)
+    kept = [] if old is None else [i for i in old.items.values() if i.id in live]
+    docs: list[tuple[MemoryItem, str | Sequence[str]]] = [
+        (item, old.index.tokens(item.id)) for item in kept if old is not None
+    ]
+    docs += [(item, item.content) for item in added]
+    # Oldest first: on equal scores the index ranks the earlier added first.
+    docs.sort(key=lambda pair: (pair[0].created_at, pair[0].id))
+    index = LexicalIndex((item.id, body) for item, body in docs)
+    return _UserIndex(fingerprint, {item.id: item for item, _ in docs}, index)
+
+
+def _update(
+    entry: _UserIndex,
+    fingerprint: Fingerprint,
+    live_ids: Sequence[str],
+    added: Sequence[MemoryItem],
+) -> None:
+    """Apply a small change in place (synchronous: no search sees it half done)."""
+    live = set(live_ids)
+    for gone in [i for i in entry.items if i not in live]:
+        entry.index.remove(gone)
+        del entry.items[gone]
+    for item in sorted(added, key=lambda i: (i.created_at, i.id)):
+        entry.index.add(item.id, item.content)
+        entry.items[item.id] = item
+    entry.fingerprint = fingerprint
+    entry.checked_at = time.monotonic()
+
+
+def _new_row(memory: NewMemory, now: datetime) -> dict[str, Any]:
+    if memory.memory_type not in MEMORY_TYPES:
+        raise ValueError(f"unknown memory_type {memory.memory_type!r}")
+    if memory.cube_id != USER_PROFILE and not memory.cube_id.startswith("agent_"):
+        raise ValueError(f"cube_id must be {USER_PROFILE!r} or 'agent_<agent_id>'")
+    if not normalise_content(memory.content):
+        raise ValueError("memory content is empty")
+    memory_type: MemoryType = memory.memory_type
+    return {
+        "id": uuid.uuid4().hex,
+        "tenant_id": memory.tenant_id,
+        "user_id": memory.user_id,
+        "agent_id": memory.agent_id,
+        "cube_id": memory.cube_id,
+        "memory_type": memory_type,
+        "content": memory.content,
+        "importance": min(10, max(1, int(memory.importance))),
+        "source_event_ids": list(memory.source_event_ids),
+        "content_hash": content_hash(memory.content),
+        "created_at": now,
+        "deleted_at": None,
+    }
+
+
+def _chunks(values: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(values), _CHUNK):
+        yield values[start : start + _CHUNK]

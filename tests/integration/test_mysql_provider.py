@@ -1,0 +1,332 @@
+"""The built-in long-term store on both databases it supports: SQLite and the real MariaDB."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.providers.base import USER_PROFILE, LongTermProvider, NewMemory, agent_cube
+from memstream.providers.mysql import MySQLProvider, content_hash
+from memstream.store.database import create_engine, migrate
+from memstream.store.schema import long_term_memory
+
+pytestmark = pytest.mark.integration
+
+MARIADB_URL = "mysql+aiomysql://root@127.0.0.1:3306/memstream"
+
+
+@pytest.fixture(params=["sqlite", "mariadb"])
+async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}"
+    else:
+        url = MARIADB_URL
+    try:
+        await migrate(url)
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.fail(f"{url} is not reachable: {exc}; start the services with `make services`")
+    engine = create_engine(url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def provider(db: AsyncEngine) -> MySQLProvider:
+    return MySQLProvider(db)
+
+
+def memory(
+    tenant: str,
+    content: str,
+    *,
+    user: str = "u1",
+    cube: str = USER_PROFILE,
+    agent: str | None = None,
+    kind: str = "text_mem",
+    events: tuple[str, ...] = ("e1",),
+) -> NewMemory:
+    return NewMemory(
+        tenant_id=tenant,
+        user_id=user,
+        agent_id=agent,
+        cube_id=cube,
+        memory_type=kind,  # type: ignore[arg-type]
+        content=content,
+        importance=7,
+        source_event_ids=events,
+    )
+
+
+FACTS = [
+    "The user is vegetarian and avoids fish.",
+    "The user lives in Berlin with a cat named Miso.",
+    "The user prefers window seats on long flights.",
+    "The user is learning to play the cello on weekends.",
+    "The user works as a nurse on night shifts.",
+]
+
+
+def test_implements_the_interface(provider: MySQLProvider) -> None:
+    checked: LongTermProvider = provider
+    assert checked.name == "MYSQL"
+
+
+async def test_add_is_idempotent_by_content_per_cube(provider: MySQLProvider, tenant: str) -> None:
+    first = await provider.add([memory(tenant, "Likes green tea.", events=("e1", "e2"))])
+    assert len(first) == 1 and len(first[0].id) == 32
+    item = first[0]
+    assert item.source_event_ids == ("e1", "e2")
+    assert item.importance == 7 and item.memory_type == "text_mem"
+    assert item.created_at.tzinfo is UTC
+
+    # Same content after normalisation (case, spacing): the stored item comes back.
+    again = await provider.add([memory(tenant, "  likes   GREEN tea. ", events=("e9",))])
+    assert [m.id for m in again] == [item.id]
+    assert again[0].content == "Likes green tea." and again[0].source_event_ids == ("e1", "e2")
+
+    # Same content in another cube or for another user is another memory; duplicates inside
+    # one batch are stored once and answered for each input.
+    batch = await provider.add(
+        [
+            memory(tenant, "Likes green tea.", cube=agent_cube("a1"), agent="a1"),
+            memory(tenant, "Likes green tea.", user="u2"),
+            memory(tenant, "Likes green tea.", user="u2"),
+        ]
+    )
+    assert len({m.id for m in batch}) == 2 and batch[1].id == batch[2].id
+    assert item.id not in {m.id for m in batch}
+    live = await provider.list_live(tenant, "u1", "a1")
+    assert sorted(m.cube_id for m in live) == ["agent_a1", USER_PROFILE]
+
+
+async def test_rejects_bad_input(provider: MySQLProvider, tenant: str) -> None:
+    with pytest.raises(ValueError):
+        await provider.add([memory(tenant, "x", kind="episodic")])
+    with pytest.raises(ValueError):
+        await provider.add([memory(tenant, "   ")])
+    with pytest.raises(ValueError):
+        await provider.add([memory(tenant, "x", cube="somewhere")])
+    assert await provider.add([]) == []
+
+
+async def test_search_ranks_scores_and_filters(provider: MySQLProvider, tenant: str) -> None:
+    await provider.add([memory(tenant, fact) for fact in FACTS])
+    hits = await provider.search(tenant, "u1", None, "what is my cat called?")
+    assert hits and hits[0].content == FACTS[1]
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.score >= provider.relativity for h in hits)
+    # Nothing relevant: nothing returned (the relativity threshold), not the whole store.
+    assert await provider.search(tenant, "u1", None, "quantum chromodynamics lecture") == []
+    assert await provider.search(tenant, "u1", None, "   ") == []
+    assert await provider.search(tenant, "u1", None, "cat", top_k=0) == []
+    # A lower threshold finds weaker matches too.
+    loose = MySQLProvider(provider._engine, relativity=0.0)
+    assert len(await loose.search(tenant, "u1", None, "night flights")) >= 2
+
+
+async def test_search_returns_top_k_per_readable_cube(provider: MySQLProvider, tenant: str) -> None:
+    rows = [memory(tenant, f"Project {n} uses the Rust compiler.") for n in range(6)]
+    rows += [
+        memory(tenant, f"Agent note {n}: the Rust compiler is slow.", cube="agent_a1", agent="a1")
+        for n in range(6)
+    ]
+    rows += [memory(tenant, "Rust compiler flags for agent two.", cube="agent_a2", agent="a2")]
+    await provider.add(rows)
+    hits = await provider.search(tenant, "u1", "a1", "rust compiler", top_k=3)
+    cubes = [h.cube_id for h in hits]
+    assert cubes.count(USER_PROFILE) == 3 and cubes.count("agent_a1") == 3
+    assert "agent_a2" not in cubes  # another agent's cube is not readable
+    only_profile = await provider.search(tenant, "u1", None, "rust compiler", top_k=3)
+    assert {h.cube_id for h in only_profile} == {USER_PROFILE}
+
+
+async def test_mmr_drops_near_duplicates(provider: MySQLProvider, tenant: str) -> None:
+    await provider.add(
+        [
+            memory(tenant, "The user's favourite band is Radiohead."),
+            memory(tenant, "The user's favourite band is Radiohead!!"),  # not the same text
+            memory(tenant, "Favourite band of the user: Radiohead."),
+            memory(tenant, "The user saw Radiohead live in 2016."),
+        ]
+    )
+    hits = await provider.search(tenant, "u1", None, "favourite band radiohead")
+    contents = [h.content for h in hits]
+    # The three phrasings share every term: one of them is kept, plus the distinct memory.
+    assert sum("favourite band" in c.lower() for c in contents) == 1
+    assert "The user saw Radiohead live in 2016." in contents
+
+
+async def test_list_and_delete(provider: MySQLProvider, tenant: str) -> None:
+    stored = await provider.add([memory(tenant, fact) for fact in FACTS[:3]])
+    await provider.add([memory(tenant, "Agent-only fact.", cube="agent_a1", agent="a1")])
+    live = await provider.list_live(tenant, "u1", None)
+    assert {m.id for m in live} == {m.id for m in stored}
+    assert [m.created_at for m in live] == sorted((m.created_at for m in live), reverse=True)
+
+    assert await provider.delete(tenant, [stored[0].id, "no-such-id"]) == [stored[0].id]
+    assert await provider.delete(tenant, [stored[0].id]) == []  # already deleted
+    assert stored[0].id not in {m.id for m in await provider.list_live(tenant, "u1", None)}
+    hits = await provider.search(tenant, "u1", None, "vegetarian fish")
+    assert stored[0].id not in {h.id for h in hits}
+
+    # Deleted content can be remembered again, as a new memory.
+    again = await provider.add([memory(tenant, FACTS[0])])
+    assert again[0].id != stored[0].id
+    hits = await provider.search(tenant, "u1", None, "vegetarian fish")
+    assert [h.id for h in hits] == [again[0].id]
+
+
+async def test_delete_user_forgets_every_cube(provider: MySQLProvider, tenant: str) -> None:
+    mine = await provider.add(
+        [
+            memory(tenant, "Profile fact about tea."),
+            memory(tenant, "Agent fact about tea.", cube="agent_a1", agent="a1"),
+        ]
+    )
+    other = await provider.add([memory(tenant, "Someone else likes tea.", user="u2")])
+    assert await provider.search(tenant, "u1", "a1", "tea")
+    deleted = await provider.delete_user(tenant, "u1")
+    assert sorted(deleted) == sorted(m.id for m in mine)
+    assert await provider.list_live(tenant, "u1", "a1") == []
+    assert await provider.search(tenant, "u1", "a1", "tea") == []
+    assert [m.id for m in await provider.list_live(tenant, "u2", None)] == [other[0].id]
+    assert await provider.delete_user(tenant, "u1") == []
+
+
+async def test_tenants_are_isolated(provider: MySQLProvider) -> None:
+    tenant_a, tenant_b = f"ta-{uuid.uuid4().hex[:10]}", f"tb-{uuid.uuid4().hex[:10]}"
+    a = await provider.add([memory(tenant_a, "Secret project codename is Bluebird.")])
+    b = await provider.add([memory(tenant_b, "Secret project codename is Bluebird.")])
+    assert a[0].id != b[0].id  # same user id, same content, different tenants
+    hits_a = await provider.search(tenant_a, "u1", None, "secret project codename")
+    assert [h.id for h in hits_a] == [a[0].id]
+    assert [m.id for m in await provider.list_live(tenant_b, "u1", None)] == [b[0].id]
+    # B cannot delete A's memory by id, nor forget A's user.
+    assert await provider.delete(tenant_b, [a[0].id]) == []
+    assert await provider.delete_user(tenant_b, "u1") == [b[0].id]
+    assert [m.id for m in await provider.list_live(tenant_a, "u1", None)] == [a[0].id]
+
+
+async def test_cache_sees_writes_of_another_process(db: AsyncEngine, tenant: str) -> None:
+    reader, writer = MySQLProvider(db), MySQLProvider(db)  # the API and the worker
+    await writer.add([memory(tenant, fact) for fact in FACTS])
+    assert (await reader.search(tenant, "u1", None, "cello"))[0].content == FACTS[3]
+    builds = reader.rebuilds
+    await reader.search(tenant, "u1", None, "cello")
+    await reader.search(tenant, "u1", None, "Berlin cat")
+    assert reader.rebuilds == builds  # unchanged memories: the cached index serves
+
+    added = await writer.add([memory(tenant, "The user bought a second cello bow.")])
+    hits = await reader.search(tenant, "u1", None, "cello bow")
+    assert hits[0].id == added[0].id
+    assert reader.rebuilds == builds + 1
+
+    await writer.delete(tenant, [added[0].id])
+    hits = await reader.search(tenant, "u1", None, "cello bow")
+    assert added[0].id not in {h.id for h in hits}
+
+    await writer.delete_user(tenant, "u1")
+    assert await reader.search(tenant, "u1", None, "cello") == []
+
+
+async def test_cache_sees_deletes_by_other_code(db: AsyncEngine, tenant: str) -> None:
+    """A soft delete that does not leave a tombstone is still seen, and the content can be
+    added again afterwards."""
+    provider = MySQLProvider(db)
+    stored = await provider.add([memory(tenant, FACTS[4])])
+    assert await provider.search(tenant, "u1", None, "nurse night shifts")
+    t = long_term_memory
+    async with db.begin() as conn:
+        await conn.execute(
+            update(t)
+            .where(t.c.tenant_id == tenant, t.c.id == stored[0].id)
+            .values(deleted_at=stored[0].created_at.replace(tzinfo=None))
+        )
+    assert await provider.search(tenant, "u1", None, "nurse night shifts") == []
+    again = await provider.add([memory(tenant, FACTS[4])])
+    assert again[0].id != stored[0].id
+    async with db.connect() as conn:
+        hashes = (
+            await conn.execute(select(t.c.content_hash).where(t.c.tenant_id == tenant))
+        ).scalars()
+        assert sorted(hashes) == sorted([stored[0].id, content_hash(FACTS[4])])
+
+
+async def test_chinese_and_mixed_content(provider: MySQLProvider, tenant: str) -> None:
+    await provider.add(
+        [
+            memory(tenant, "用户喜欢吃辣的四川菜，不吃香菜。"),
+            memory(tenant, "用户住在上海浦东，养了一只猫。"),
+            memory(tenant, "用户每周三晚上去练习 yoga。"),
+            memory(tenant, "The user drives a red Tesla."),
+        ]
+    )
+    hits = await provider.search(tenant, "u1", None, "推荐一家四川菜馆")
+    assert hits and hits[0].content.startswith("用户喜欢吃辣的四川菜")
+    hits = await provider.search(tenant, "u1", None, "我住在哪里？上海")
+    assert hits and "上海" in hits[0].content
+    hits = await provider.search(tenant, "u1", None, "yoga 练习时间")
+    assert hits and "yoga" in hits[0].content
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+
+
+async def test_cache_is_bounded(db: AsyncEngine, tenant: str) -> None:
+    provider = MySQLProvider(db, cache_users=2)
+    for user in ("u1", "u2", "u3"):
+        await provider.add([memory(tenant, f"{user} likes chess.", user=user)])
+        assert await provider.search(tenant, user, None, "chess")
+    assert len(provider._cache) == 2
+    assert (tenant, "u1") not in provider._cache
+
+
+async def test_cache_follows_small_and_big_changes(db: AsyncEngine, tenant: str) -> None:
+    reader, writer = MySQLProvider(db), MySQLProvider(db)
+    await writer.add([memory(tenant, fact) for fact in FACTS])
+    await reader.search(tenant, "u1", None, "cello")
+    entry = reader._cache[(tenant, "u1")]
+    # A small change is applied to the cached index in place.
+    gone = (await reader.search(tenant, "u1", None, "cello"))[0]
+    await writer.delete(tenant, [gone.id])
+    await writer.add([memory(tenant, "The user repairs violins for a living.")])
+    hits = await reader.search(tenant, "u1", None, "violins cello")
+    assert [h.content for h in hits] == ["The user repairs violins for a living."]
+    assert reader._cache[(tenant, "u1")] is entry and len(entry.items) == len(FACTS)
+    # A big one is built anew (off the event loop); the result is the same either way.
+    await writer.add(
+        [memory(tenant, f"Reading list item {n}: a novel about cellos.") for n in range(150)]
+    )
+    hits = await reader.search(tenant, "u1", None, "novel about cellos", top_k=3)
+    assert len(hits) == 3 and all("novel about cellos" in h.content for h in hits)
+    assert reader._cache[(tenant, "u1")] is not entry
+    assert reader._cached_memories == len(FACTS) + 150
+
+
+async def test_rows_written_by_other_code_are_found(db: AsyncEngine, tenant: str) -> None:
+    """Any id (even one with a comma) inserted straight into the table is searchable."""
+    provider = MySQLProvider(db)
+    await provider.add([memory(tenant, FACTS[0])])
+    assert await provider.search(tenant, "u1", None, "cello") == []
+    async with db.begin() as conn:
+        await conn.execute(
+            long_term_memory.insert().values(
+                id="import,42",
+                tenant_id=tenant,
+                user_id="u1",
+                agent_id=None,
+                cube_id=USER_PROFILE,
+                memory_type="text_mem",
+                content=FACTS[3],
+                importance=5,
+                source_event_ids=[],
+                content_hash=content_hash(FACTS[3]),
+                created_at=datetime(2026, 1, 1),
+            )
+        )
+    assert [h.id for h in await provider.search(tenant, "u1", None, "cello")] == ["import,42"]
