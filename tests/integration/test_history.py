@@ -201,3 +201,50 @@ async def test_every_bad_input_lands_in_dead_letter(settings, tenant, store, sta
     assert binary["payload_encoding"] == "base64"
     assert await store.count(tenant, "bad") == 0
     assert await store.count(tenant, "good") == len(expected) + 1
+
+
+async def test_a_mixed_file_through_publish_ends_up_as_the_contract_says(
+    settings, tenant, store, start_worker, tmp_path
+):
+    """2,000 lines with duplicates, sub-agent traffic and malformed lines, via the CLI."""
+    lines: list[bytes] = []
+    for n in range(1700):
+        lines.append(orjson.dumps(message(tenant, f"c{n % 17}", n)))
+    lines += [orjson.dumps(message(tenant, f"c{n % 17}", n)) for n in range(0, 1500, 10)]  # 150
+    lines += [
+        orjson.dumps(message(tenant, "agent:c1", 5000 + n, content=f"sub-agent note {n}"))
+        for n in range(50)
+    ]
+    lines += [
+        orjson.dumps(
+            message(tenant, "agent:c1", 6000 + n, message_type="tool_call", role="assistant")
+        )
+        for n in range(50)
+    ]
+    malformed = [b"{oops", b"[]", b'{"event_id": 1}', b"\xff\xfe", b'"text"'] * 10
+    lines += malformed
+    assert len(lines) == 2000
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream.cli", "publish", str(path)]
+        + ["--topic", "message-written", "--no-validate"],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    start_worker(settings)
+    await eventually(lambda: caught_up(settings, "message-written"), what="all consumed")
+
+    assert await store.count(tenant) == 1700 + 50  # duplicates once, sub-agent chat kept
+    assert await store.count(tenant, "c1") == 100 + 50
+    assert await store.count(tenant, "agent:c1") == 0
+    letters = [v for _, v in await read_topic(settings, "dead-letter")]
+    assert len(letters) == len(malformed)
+    assert {v["reason"] for v in letters} == {
+        "invalid_json",
+        "not_an_object",
+        "schema_violation",
+        "invalid_encoding",
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -313,10 +314,11 @@ async def test_rows_written_by_other_code_are_found(db: AsyncEngine, tenant: str
     provider = MySQLProvider(db)
     await provider.add([memory(tenant, FACTS[0])])
     assert await provider.search(tenant, "u1", None, "cello") == []
+    odd_id = f"import,{uuid.uuid4().hex[:8]}"
     async with db.begin() as conn:
         await conn.execute(
             long_term_memory.insert().values(
-                id="import,42",
+                id=odd_id,
                 tenant_id=tenant,
                 user_id="u1",
                 agent_id=None,
@@ -329,4 +331,13 @@ async def test_rows_written_by_other_code_are_found(db: AsyncEngine, tenant: str
                 created_at=datetime(2026, 1, 1),
             )
         )
-    assert [h.id for h in await provider.search(tenant, "u1", None, "cello")] == ["import,42"]
+    assert [h.id for h in await provider.search(tenant, "u1", None, "cello")] == [odd_id]
+
+
+async def test_concurrent_adds_store_one_memory(db: AsyncEngine, tenant: str) -> None:
+    """The worker and an admin import adding the same memory at once: one row, one id."""
+    first, second = MySQLProvider(db), MySQLProvider(db)
+    batch = [memory(tenant, f"Concurrent fact number {n}.") for n in range(20)]
+    a, b = await asyncio.gather(first.add(batch), second.add(list(reversed(batch))))
+    assert [m.id for m in a] == [m.id for m in reversed(b)]
+    assert len(await first.list_live(tenant, "u1", None)) == 20
