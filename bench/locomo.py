@@ -29,10 +29,9 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import delete
 
@@ -312,16 +311,13 @@ async def latency(samples: list[Sample]) -> None:
         for start in range(0, len(memories), 250):
             await provider.add(memories[start : start + 250])
 
-        async def timed(call: Callable[[], Any]) -> float:
+        async def timed(query: str) -> float:
             began = time.perf_counter()
-            await call()
+            await provider.search(tenant, "u1", None, query)
             return (time.perf_counter() - began) * 1000
 
-        cold = await timed(lambda: provider.search(tenant, "u1", None, queries[0]))
-        warm = [
-            await timed(lambda q=q: provider.search(tenant, "u1", None, q))
-            for q in _cycle(queries, LATENCY_SEARCHES)
-        ]
+        cold = await timed(queries[0])
+        warm = [await timed(q) for q in _cycle(queries, LATENCY_SEARCHES)]
         # Open loop at RATE searches per second, as the load path would issue them.
         paced: list[float] = []
 
@@ -342,7 +338,7 @@ async def latency(samples: list[Sample]) -> None:
         for n in range(20):
             note = f"Note {n}: a new memory about the garden."
             await writer.add([NewMemory(tenant, "u1", None, USER_PROFILE, "text_mem", note)])
-            refresh.append(await timed(lambda: provider.search(tenant, "u1", None, "garden")))
+            refresh.append(await timed("garden"))
         print(
             f"\nsearch latency on {engine.dialect.name}, {len(memories)} memories of one user "
             f"(top_k 10, LoCoMo questions as queries):\n"

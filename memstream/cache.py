@@ -86,6 +86,23 @@ class RedisCache:
         # The tenant's length makes the key unambiguous whatever characters the ids hold.
         return f"{self.prefix}msgs:{len(tenant_id)}:{tenant_id}:{conversation_id}"
 
+    def summary_key(self, tenant_id: str, conversation_id: str) -> str:
+        return f"{self.prefix}summary:{len(tenant_id)}:{tenant_id}:{conversation_id}"
+
+    async def cached_summary(self, tenant_id: str, conversation_id: str) -> tuple[str, int] | None:
+        """(text, tokens) when cached; ("", 0) caches "no summary"; None when not cached."""
+        raw = await self.client.get(self.summary_key(tenant_id, conversation_id))
+        if raw is None:
+            return None
+        text, tokens = orjson.loads(raw)
+        return str(text), int(tokens)
+
+    async def cache_summary(
+        self, tenant_id: str, conversation_id: str, text: str, tokens: int, ttl_seconds: int
+    ) -> None:
+        key = self.summary_key(tenant_id, conversation_id)
+        await self.client.set(key, orjson.dumps([text, tokens]), ex=ttl_seconds)
+
     async def append(
         self, batches: Mapping[tuple[str, str], Sequence[StoredMessage]]
     ) -> list[tuple[str, str]]:

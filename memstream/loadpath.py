@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-import orjson
 from sqlalchemy import text
 
 from memstream import metrics
@@ -239,20 +238,15 @@ class LoadPath:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _summary_key(self, tenant_id: str, conversation_id: str) -> str:
-        return f"{self.settings.cache_prefix}summary:{len(tenant_id)}:{tenant_id}:{conversation_id}"
-
     async def _summary(
         self, tenant_id: str, conversation_id: str, degraded: _Degraded
     ) -> Summary | None:
         cache = self.resources.cache
-        key = self._summary_key(tenant_id, conversation_id)
         if cache is not None:
             try:
-                raw = await cache.client.get(key)
-                if raw is not None:
-                    text_, tokens = orjson.loads(raw)
-                    return Summary(text_, tokens) if text_ else None
+                cached = await cache.cached_summary(tenant_id, conversation_id)
+                if cached is not None:
+                    return Summary(*cached) if cached[0] else None
             except Exception:
                 degraded.add("cache")
         try:
@@ -263,9 +257,15 @@ class LoadPath:
             return None
         if cache is not None:
             # Cache absence too, so conversations without a summary cost no query either.
-            value = orjson.dumps([summary.text, summary.token_count] if summary else ["", 0])
+            text_, tokens = (summary.text, summary.token_count) if summary else ("", 0)
             try:
-                await cache.client.set(key, value, ex=self.settings.summary_cache_ttl_seconds)
+                await cache.cache_summary(
+                    tenant_id,
+                    conversation_id,
+                    text_,
+                    tokens,
+                    self.settings.summary_cache_ttl_seconds,
+                )
             except Exception:
                 degraded.add("cache")
         return summary

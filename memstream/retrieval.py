@@ -33,8 +33,8 @@ Normalisation (what makes the 0.45 relativity threshold meaningful)
     similarity in MemOS): 0.45 keeps memories matching about a fifth of the query's weight,
     1.0 means every query term is present. The score of a memory does not depend on the other
     results (dividing by the best hit would make the top result 1.0 even when it is poor).
-    On the LoCoMo dev split (``python -m bench.locomo``) the 0.45 threshold costs 1.2 points
-    of recall@5 and 2.5 of recall@10; on linear coverage it cost 16 and 21.
+    On the LoCoMo dev split (``python -m bench.locomo``) the 0.45 threshold costs 1.3 points
+    of recall@5 and 2.6 of recall@10; on linear coverage it cost 16 and 21.
     Ranking uses the uncapped ratio, so memories that all reach 1.0 keep their BM25 order.
 
     idf is computed as if the user's memories sat among ``BACKGROUND_DOCS`` more documents

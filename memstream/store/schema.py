@@ -110,3 +110,16 @@ agent_config = Table(
     Column("updated_at", _TIME, nullable=True),
     **MYSQL_TABLE_ARGS,
 )
+
+# MD5 of ``role:content`` per conversation: messages already judged are not judged again.
+# A mark lives for seven days (CONTRACT section 5); expired marks are ignored and pruned.
+processed_mark = Table(
+    "processed_mark",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("conversation_id", _ID, primary_key=True),
+    Column("mark", String(32), primary_key=True),
+    Column("expires_at", _TIME, nullable=False),
+    Index("ix_mark_expiry", "expires_at"),
+    **MYSQL_TABLE_ARGS,
+)
