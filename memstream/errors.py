@@ -28,3 +28,7 @@ class ConfigurationError(MemstreamError):
 
 class ServiceUnavailable(MemstreamError):
     """A service memstream needs does not answer."""
+
+
+class ProviderUnavailable(MemstreamError):
+    """A long-term provider cannot serve the call (not configured, down, or refused)."""

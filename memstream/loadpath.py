@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 from sqlalchemy import text
 
 from memstream import metrics
-from memstream.api.errors import ApiError
 from memstream.api.models import (
     ContextItem,
     ContextMessage,
@@ -29,15 +28,14 @@ from memstream.api.models import (
     TokenCounts,
 )
 from memstream.budget import budget_long_term, prepare_items
+from memstream.errors import ProviderUnavailable
 from memstream.providers.base import LongTermProvider
-from memstream.providers.mysql import MySQLProvider
+from memstream.providers.router import ProviderRouter, provider_name
 from memstream.runtime import Resources
 from memstream.settings import Settings
 from memstream.store.agents import (
     DEFAULT_CONTEXT_ROUNDS,
     AgentConfig,
-    AgentConfigStore,
-    Provider,
 )
 from memstream.store.summaries import Summary, SummaryStore
 from memstream.window import Summary as WindowSummary
@@ -63,10 +61,11 @@ class LoadPath:
     def __init__(self, settings: Settings, resources: Resources) -> None:
         self.settings = settings
         self.resources = resources
-        self.agents = AgentConfigStore(resources.engine)
+        self.router = ProviderRouter(
+            resources.engine, config_cache_seconds=settings.agent_config_cache_seconds
+        )
+        self.agents = self.router.agents
         self.summaries = SummaryStore(resources.engine)
-        self.builtin = MySQLProvider(resources.engine)
-        self._configs: dict[tuple[str, str], tuple[float, AgentConfig | None]] = {}
         self._background: set[asyncio.Task[None]] = set()
 
     @classmethod
@@ -81,42 +80,13 @@ class LoadPath:
     # -- routing -----------------------------------------------------------------------------
 
     async def config(self, tenant_id: str, agent_id: str | None) -> AgentConfig | None:
-        """The agent's configuration (None when unknown), cached for a few seconds."""
-        if agent_id is None:
-            return None
-        key = (tenant_id, agent_id)
-        hit = self._configs.get(key)
-        now = time.monotonic()
-        # Agent configs change rarely: a short in-process cache saves a query per request.
-        if hit is not None and now - hit[0] < self.settings.agent_config_cache_seconds:
-            return hit[1]
-        config = await self.agents.get(tenant_id, agent_id)
-        if len(self._configs) > 10_000:
-            self._configs.clear()
-        self._configs[key] = (now, config)
-        return config
-
-    def provider_named(self, name: str | None) -> LongTermProvider:
-        if name in (None, "MYSQL"):
-            return self.builtin
-        raise ApiError(
-            503,
-            "provider_unavailable",
-            f"long-term provider {name} is not available in this deployment",
-        )
+        return await self.router.config(tenant_id, agent_id)
 
     async def provider_for(self, tenant_id: str, agent_id: str | None) -> LongTermProvider:
-        """The agent's provider: built-in when unset, the agent unknown or its config unreadable."""
-        try:
-            config = await self.config(tenant_id, agent_id)
-        except Exception as exc:
-            log.warning("agent config unreadable (%r); using the built-in store", exc)
-            config = None
-        return self.provider_named(config.long_memory_provider if config else None)
+        return await self.router.for_agent(tenant_id, agent_id)
 
     async def tenant_providers(self, tenant_id: str) -> list[LongTermProvider]:
-        """Every provider the tenant's agents use (the built-in store always)."""
-        return [self.builtin]
+        return await self.router.for_tenant(tenant_id)
 
     # -- /v1/context -------------------------------------------------------------------------
 
@@ -143,7 +113,7 @@ class LoadPath:
                 "long_term",
                 self.settings.long_term_timeout_seconds,
                 lambda: self._long_term(req, config, degraded),
-                default=(LongTerm(provider=_provider_name(config)), 0, 0),
+                default=(LongTerm(provider=provider_name(config)), 0, 0),
                 degraded=degraded,
             ),
         )
@@ -273,15 +243,15 @@ class LoadPath:
     async def _long_term(
         self, req: ContextRequest, config: AgentConfig | None, degraded: _Degraded
     ) -> tuple[LongTerm, int, int]:
-        name = _provider_name(config)
+        name = provider_name(config)
         if config is not None and (not config.open_long_memory or not config.model_target_id):
             # Long-term memory off for this agent, or no model bound: no query at all.
             return LongTerm(provider=None), 0, 0
         if not req.query.strip():
             return LongTerm(provider=name), 0, 0
         try:
-            provider = self.provider_named(name)
-        except ApiError:
+            provider = self.router.named(name)
+        except ProviderUnavailable:
             degraded.add("long_term")
             return LongTerm(provider=name), 0, 0
         found = await provider.search(
@@ -350,7 +320,3 @@ class LoadPath:
             except Exception as exc:
                 results[name] = f"error: {exc.__class__.__name__}"
         return results
-
-
-def _provider_name(config: AgentConfig | None) -> Provider:
-    return (config.long_memory_provider if config else None) or "MYSQL"

@@ -10,6 +10,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from memstream.errors import ProviderUnavailable
+
 log = logging.getLogger(__name__)
 
 
@@ -43,6 +45,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(error_body("invalid_request", _describe(exc)), status_code=422)
+
+    @app.exception_handler(ProviderUnavailable)
+    async def _provider(_: Request, exc: ProviderUnavailable) -> JSONResponse:
+        return JSONResponse(error_body("provider_unavailable", str(exc)), status_code=503)
 
     @app.exception_handler(SQLAlchemyError)
     async def _database(_: Request, exc: SQLAlchemyError) -> JSONResponse:

@@ -1,0 +1,1 @@
+"""The long-term memory chain's pure logic: judge, dedupe, conflict rules and summaries."""

@@ -1,0 +1,110 @@
+"""What each long-term stage does with one record, apart from the Faust wiring.
+
+session  -> judge    : the session's messages, new ones (no MD5 mark) flagged
+judge    -> dedupe   : candidate memories (LLM or rules)
+dedupe   -> conflict : candidates de-duplicated within the session, re-keyed by (tenant, user)
+conflict -> persist  : what to store and which live memories to expire
+persist              : write new first, then expire old; failures go to the retry topic
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memstream.longterm.conflict import LLMConflictResolver, resolve
+from memstream.longterm.dedupe import dedupe
+from memstream.longterm.judge import Judge, JudgeResult
+from memstream.longterm.models import Candidate, SessionMessage
+from memstream.longterm.payloads import Session
+from memstream.providers.base import LongTermProvider, MemoryItem, NewMemory
+from memstream.store.marks import MarkStore, mark_of
+from memstream.store.messages import MessageStore
+
+SESSION_MESSAGES = 200  # the newest messages of a conversation a session end looks at
+CHAT_ROLES = ("user", "assistant")
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    messages: list[SessionMessage]
+    new_marks: list[str]
+
+
+async def collect(
+    session: Session, messages: MessageStore, marks: MarkStore, limit: int = SESSION_MESSAGES
+) -> Collected | None:
+    """The session's chat messages with the unjudged ones flagged; None when none is new."""
+    stored = await messages.recent(session.tenant_id, session.conversation_id, limit)
+    chat = [m for m in stored if m.message_type == "chat" and m.role in CHAT_ROLES]
+    keys = [mark_of(m.role, m.content) for m in chat]
+    seen = await marks.present(session.tenant_id, session.conversation_id, keys)
+    fresh: set[str] = set()
+    out = []
+    for m, key in zip(chat, keys, strict=True):
+        # The same text twice in one session is judged once.
+        new = key not in seen and key not in fresh
+        fresh.add(key)
+        out.append(SessionMessage(m.event_id, m.role, m.content, new, m.created_at))
+    new_marks = sorted(k for k in fresh if k not in seen)
+    if not new_marks:
+        return None
+    return Collected(out, new_marks)
+
+
+async def judge(session: Session, judge: Judge, messages: Sequence[SessionMessage]) -> JudgeResult:
+    return await judge.judge(messages, agent_id=session.agent_id)
+
+
+def local_dedupe(candidates: Sequence[Candidate]) -> list[Candidate]:
+    return dedupe(candidates)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The conflict stage's verdict for one session: memories to store, ids to expire."""
+
+    store: list[NewMemory]
+    expire: list[str]
+    skipped: int
+
+
+async def plan(
+    session: Session,
+    candidates: Sequence[Candidate],
+    provider: LongTermProvider,
+    resolver: LLMConflictResolver | None = None,
+) -> Plan:
+    """Compare each candidate with the live memories of its cube: store, skip or supersede."""
+    live = await provider.list_live(session.tenant_id, session.user_id, session.agent_id)
+    by_cube: dict[str, list[MemoryItem]] = {}
+    for item in live:
+        by_cube.setdefault(item.cube_id, []).append(item)
+    store: list[NewMemory] = []
+    expire: list[str] = []
+    skipped = 0
+    for candidate in candidates:
+        cube = session.cube_of(candidate)
+        current = by_cube.get(cube, [])
+        decision = (
+            await resolver.resolve(candidate, current) if resolver else resolve(candidate, current)
+        )
+        if decision.action == "skip":
+            skipped += 1
+            continue
+        store.append(session.memory(candidate))
+        gone = set(decision.expire_ids)
+        expire += [i for i in decision.expire_ids if i not in expire]
+        by_cube[cube] = [m for m in current if m.id not in gone]
+    return Plan(store, expire, skipped)
+
+
+async def persist(
+    provider: LongTermProvider, session: Session, store: Sequence[NewMemory], expire: Sequence[str]
+) -> None:
+    """Write new memories first, then expire the old: a crash in between leaves a duplicate
+    for a while, never a gap."""
+    if store:
+        await provider.add(store)
+    if expire:
+        await provider.delete(session.tenant_id, expire)
