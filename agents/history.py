@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 import faust
 
 from memstream import metrics
-from memstream.deadletter import DeadLetter, SourceRecord
-from memstream.history import STAGE, HistoryWriter
+from memstream.deadletter import SourceRecord
+from memstream.history import STAGE, HistoryWriter, Triage
+from memstream.longterm.payloads import dumps
 from memstream.runtime import Resources
+from streams import shared
 from streams.app import app, settings
-from streams.topics import dead_letter, message_written
+from streams.shared import source_of
+from streams.topics import message_written, summary_check
 
 log = logging.getLogger(__name__)
 
@@ -23,22 +25,18 @@ log = logging.getLogger(__name__)
 IN_FLIGHT = 2
 
 
-async def publish_dead_letters(letters: Sequence[DeadLetter]) -> None:
-    """Send every letter and wait until the broker has them all (before offsets move on)."""
-    pending = [await dead_letter.send(key=letter.key, value=letter.value) for letter in letters]
-    await asyncio.gather(*pending)
+async def check_summaries(batch: Triage) -> None:
+    """Ask the summary stage to look at the conversations this batch wrote to (not awaited:
+    a lost check is repeated by the next batch or the session's end)."""
+    for tenant_id, conversation_id in sorted(
+        {(m.tenant_id, m.conversation_id) for m, _ in batch.accepted}
+    ):
+        value = dumps(tenant_id=tenant_id, conversation_id=conversation_id)
+        await summary_check.send(key=conversation_id.encode(), value=value)
 
 
-def source_of(event: faust.EventT[Any]) -> SourceRecord:
-    message = event.message
-    return SourceRecord(
-        topic=message.topic,
-        partition=message.partition,
-        offset=message.offset,
-        timestamp=message.timestamp,
-        key=message.key,
-        value=message.value,
-    )
+async def process(writer: HistoryWriter, records: list[SourceRecord]) -> None:
+    await check_summaries(await writer.process(records))
 
 
 Batch = tuple["asyncio.Task[object]", list[faust.EventT[Any]]]
@@ -57,11 +55,11 @@ async def acknowledge_in_order(stream: faust.Stream[Any], batches: asyncio.Queue
 @app.agent(message_written)
 async def history(stream: faust.StreamT[Any]) -> None:
     assert isinstance(stream, faust.Stream)
-    resources = Resources.open(settings)
+    resources = Resources.open(settings)  # its own pool: ingest never waits on other stages
     writer = HistoryWriter(
         resources.messages,
         resources.cache,
-        publish_dead_letters,
+        shared.publish_dead_letters,
         max_content_chars=settings.max_content_chars,
         max_backoff=settings.db_retry_max_seconds,
     )
@@ -72,7 +70,8 @@ async def history(stream: faust.StreamT[Any]) -> None:
         async for events in stream.noack_take(
             settings.batch_max_events, within=settings.batch_within_seconds
         ):
-            task = asyncio.create_task(writer.process([source_of(e) for e in events]))
+            records = [source_of(e) for e in events]
+            task = asyncio.create_task(process(writer, records))
             put = asyncio.create_task(batches.put((task, list(events))))
             await asyncio.wait({put, acker}, return_when=asyncio.FIRST_COMPLETED)
             if acker.done():

@@ -11,22 +11,19 @@ A redelivered batch repeats 2 and 3 with no visible change.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
-from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
-
 from memstream import metrics
 from memstream.cache import RedisCache
 from memstream.deadletter import DeadLetter, SourceRecord, dead_letter
 from memstream.errors import InvalidEvent
 from memstream.events import MessageWritten, parse_message
+from memstream.retry import TRANSIENT, Refused, retry_forever
 from memstream.store.messages import MessageStore, StoredMessage, utc_naive
 from memstream.tokens import count_tokens
 
@@ -127,7 +124,7 @@ class HistoryWriter:
         try:
             await self._retry_forever("insert", lambda: self.store.insert_many(messages))
             return messages, []
-        except _Refused:
+        except Refused:
             pass
         # One row the database rejects must not block the others: store them one by one.
         stored, letters = [], []
@@ -135,29 +132,15 @@ class HistoryWriter:
             try:
                 await self._retry_forever("insert", partial(self.store.insert_many, [message]))
                 stored.append(message)
-            except _Refused as exc:
+            except Refused as exc:
                 detail = f"The database refused the message: {exc.__cause__}"[:500]
                 letters.append(dead_letter("rejected_by_database", detail, STAGE, record))
         return stored, letters
 
     async def _retry_forever(self, op: str, call: Callable[[], Awaitable[None]]) -> None:
-        """Retry an outage with capped exponential backoff; refused data raises ``_Refused``."""
-        delay = 0.1
-        while True:
-            try:
-                await call()
-                return
-            except (IntegrityError, DataError) as exc:
-                raise _Refused() from exc
-            except Exception as exc:
-                # Database, network and broker outages are waited out: the batch is not
-                # acknowledged meanwhile, so a crash here loses nothing either.
-                if not isinstance(exc, _TRANSIENT) and op != "dead_letter":
-                    raise
-                metrics.RETRIES.labels(STAGE, op).inc()
-                log.warning("%s failed (%r); retrying in %.1fs", op, exc, delay)
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, self.max_backoff)
+        # Dead letters wait out a broker outage too, whatever the client raises.
+        transient = (Exception,) if op == "dead_letter" else TRANSIENT
+        await retry_forever(STAGE, op, call, max_backoff=self.max_backoff, transient=transient)
 
     async def _update_cache(self, messages: list[StoredMessage]) -> None:
         if self.cache is None:
@@ -187,10 +170,3 @@ class HistoryWriter:
         metrics.EVENTS.labels(STAGE, "dead_letter").inc(len(rejected))
         for letter in rejected:
             metrics.DEAD_LETTERS.labels(STAGE, letter.reason).inc()
-
-
-class _Refused(Exception):
-    """The database rejected the data itself (not an outage): retrying cannot help."""
-
-
-_TRANSIENT = (SQLAlchemyError, OSError, ConnectionError, TimeoutError)

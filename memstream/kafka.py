@@ -17,6 +17,15 @@ from memstream.errors import MemstreamError, ServiceUnavailable
 from memstream.settings import Settings
 
 PUBLIC_TOPICS = ("message-written", "session-ended", "dead-letter")
+# Between the long-term stages; names and shapes are not public.
+INTERNAL_TOPICS = (
+    "lt-judge",
+    "lt-dedupe",
+    "lt-conflict",
+    "lt-persist",
+    "lt-retry",
+    "summary-check",
+)
 
 
 class ReplayRefused(MemstreamError):

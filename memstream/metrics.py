@@ -34,3 +34,6 @@ LOAD_SECONDS = Histogram(
 DEGRADED = Counter(
     "memstream_load_path_degraded_total", "Load path fallbacks and failures, by part.", ["part"]
 )
+MEMORIES = Counter(
+    "memstream_memories_total", "Long-term memories stored, skipped and expired.", ["outcome"]
+)

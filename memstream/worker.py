@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import asyncio
 
-from memstream.kafka import ensure_topics
+from memstream.kafka import INTERNAL_TOPICS, PUBLIC_TOPICS, ensure_topics
 from memstream.settings import Settings
 
 
 def run_worker(settings: Settings) -> int:
     # Topics are created up front with the configured partition count, so every worker of the
     # group agrees on it whoever starts first.
-    asyncio.run(ensure_topics(settings))
+    asyncio.run(ensure_topics(settings, PUBLIC_TOPICS + INTERNAL_TOPICS))
 
     import faust
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-    import agents.history  # noqa: F401 - registers the agent on the app
+    # Importing the agent modules registers them on the app.
+    import agents.conflict
+    import agents.dedupe
+    import agents.history
+    import agents.judge
+    import agents.persist
+    import agents.session
+    import agents.summary  # noqa: F401
+    import streams.retrying  # noqa: F401
     from streams.app import app
 
     @app.page("/metrics")

@@ -3,14 +3,33 @@ reaches dead-letter with its reason instead of crashing a deserializer."""
 
 from __future__ import annotations
 
+from faust import TopicT
+
 from streams.app import app, settings
 
-message_written = app.topic(
-    settings.topic("message-written"), key_serializer="raw", value_serializer="raw"
-)
-session_ended = app.topic(
-    settings.topic("session-ended"), key_serializer="raw", value_serializer="raw"
-)
-dead_letter = app.topic(settings.topic("dead-letter"), key_serializer="raw", value_serializer="raw")
 
-PUBLIC_TOPICS = (message_written, session_ended, dead_letter)
+def _topic(name: str) -> TopicT:
+    return app.topic(settings.topic(name), key_serializer="raw", value_serializer="raw")
+
+
+# Public topics (CONTRACT section 2).
+message_written = _topic("message-written")
+session_ended = _topic("session-ended")
+dead_letter = _topic("dead-letter")
+
+# Internal topics between the long-term stages; names and shapes are not public.
+lt_judge = _topic("lt-judge")
+lt_dedupe = _topic("lt-dedupe")
+lt_conflict = _topic("lt-conflict")  # keyed by (tenant, user) from here on
+lt_persist = _topic("lt-persist")
+lt_retry = _topic("lt-retry")
+summary_check = _topic("summary-check")
+
+INTERNAL_TOPICS = (
+    "lt-judge",
+    "lt-dedupe",
+    "lt-conflict",
+    "lt-persist",
+    "lt-retry",
+    "summary-check",
+)
