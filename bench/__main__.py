@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from bench import ingest
+from bench import ingest, loadpath
 
-BENCHMARKS = {"ingest": ingest.main}
+BENCHMARKS = {"ingest": ingest.main, "loadpath": loadpath.main}
 
 
 def main(argv: list[str]) -> int:
