@@ -15,7 +15,7 @@ from memstream.deadletter import SourceRecord, dead_letter
 from memstream.longterm.retries import RetryRecord, next_try
 from memstream.retry import retry_forever
 from streams import shared
-from streams.app import app
+from streams.app import app, settings
 from streams.topics import lt_conflict, lt_persist, lt_retry
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,14 @@ async def fail(
     """Schedule another try of ``record``, or dead-letter it when its tries are spent."""
     metrics.RETRIES.labels(stage, "provider").inc()
     log.warning("%s failed (attempt %d): %r", stage, attempt + 1, exc)
-    retry = next_try(stage, record, attempt, repr(exc))
+    retry = next_try(
+        stage,
+        record,
+        attempt,
+        repr(exc),
+        max_attempts=settings.retry_max_attempts,
+        base=settings.retry_base_seconds,
+    )
     if retry is not None:
         await shared.send_durably(lt_retry, event.message.key, retry.encode())
         return

@@ -8,14 +8,12 @@ from typing import Any
 
 import orjson
 
-MAX_ATTEMPTS = 6
-BASE_DELAY = 1.0
 MAX_DELAY = 300.0
 
 
-def backoff(attempt: int) -> float:
-    """Seconds to wait before retry ``attempt`` (1, 2, 4, ... capped)."""
-    return min(BASE_DELAY * 2 ** (attempt - 1), MAX_DELAY)
+def backoff(attempt: int, base: float = 1.0) -> float:
+    """Seconds to wait before retry ``attempt`` (base, 2 base, 4 base, ... capped)."""
+    return min(base * 2 ** (attempt - 1), MAX_DELAY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +42,18 @@ class RetryRecord:
 
 
 def next_try(
-    stage: str, record: dict[str, Any], attempt: int, error: str, now: float | None = None
+    stage: str,
+    record: dict[str, Any],
+    attempt: int,
+    error: str,
+    *,
+    max_attempts: int = 6,
+    base: float = 1.0,
+    now: float | None = None,
 ) -> RetryRecord | None:
     """The retry after failed ``attempt`` (0 = the first run), or None when tries are spent."""
-    if attempt + 1 >= MAX_ATTEMPTS:
+    if attempt + 1 >= max_attempts:
         return None
     moment = time.time() if now is None else now
-    return RetryRecord(stage, record, attempt + 1, moment + backoff(attempt + 1), error[:500])
+    delay = backoff(attempt + 1, base)
+    return RetryRecord(stage, record, attempt + 1, moment + delay, error[:500])
