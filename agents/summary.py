@@ -60,9 +60,9 @@ async def summary(stream: faust.StreamT[Any]) -> None:
     burst finds the conversations due, so summaries never run on every message."""
     async for values in stream.take(1000, within=1.0):
         wanted = sorted({(v["tenant_id"], v["conversation_id"]) for v in map(loads, values)})
-        count = partial(shared.summaries().uncovered_counts, wanted)
+        query = partial(shared.summaries().uncovered_counts, wanted)
         counts = await retry_forever(
-            STAGE, "count", count, max_backoff=settings.db_retry_max_seconds
+            STAGE, "count", query, max_backoff=settings.db_retry_max_seconds
         )
         for (tenant_id, conversation_id), count in counts.items():
             if count >= TRIGGER:

@@ -13,7 +13,7 @@ MAX_DELAY = 300.0
 
 def backoff(attempt: int, base: float = 1.0) -> float:
     """Seconds to wait before retry ``attempt`` (base, 2 base, 4 base, ... capped)."""
-    return min(base * 2 ** (attempt - 1), MAX_DELAY)
+    return min(base * 2.0 ** (attempt - 1), MAX_DELAY)
 
 
 @dataclass(frozen=True, slots=True)

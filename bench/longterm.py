@@ -1,0 +1,297 @@
+"""The long-term chain: throughput and latency with the rule-based judge, and memory quality
+on LoCoMo through the real pipeline.
+
+1. Chain: 200 sessions of 20 messages (each of its own user) are stored, then their
+   ``session-ended`` events are published in one burst; sessions/s is the burst divided by
+   the time until every session's memories are persisted. Then 100 more sessions end at a
+   fixed 10 per second, and the latency of each is the time from publishing its
+   ``session-ended`` to its last memory's ``created_at``: p50 and p99.
+2. LoCoMo: every turn of the dev split is a ``message-written`` (both speakers as the user's
+   side, the session's date as ``created_at``), every session then ends; once the chain is
+   idle each category 1-4 question searches the sample's memories, and recall@5/@10 of the
+   evidence is read through ``source_event_ids``. Plain BM25 over the raw turns of the same
+   split is scored in the same run. Tokens stored and dia_ids per returned item are reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+
+from bench.locomo import CATEGORIES, KS, OkapiBM25, Recall, data_path, load
+from memstream.providers.mysql import MySQLProvider
+from memstream.settings import Settings
+from memstream.store.database import create_engine, migrate
+from memstream.store.messages import MessageStore
+from memstream.store.schema import long_term_memory as ltm
+from memstream.tokens import count_tokens
+from tests.support import caught_up, eventually, free_port, isolated_settings, publish, settings_env
+
+BURST = 200
+PACED = 100
+RATE = 10.0
+FACTS = [
+    "I live in {city}.",
+    "I love {food} and I hate {other}.",
+    "My sister is called {name}.",
+    "I work as a {job} at {company}.",
+    "I'm planning a trip to {city2} next month.",
+    "Please always answer me in short bullet points.",
+]
+FILL = ["Thanks!", "Sounds good.", "Could you explain that again?", "Great, tell me more."]
+VALUES = {
+    "city": ["Lisbon", "Oslo", "Kyoto", "Lima"],
+    "food": ["ramen", "tapas", "curry", "falafel"],
+    "other": ["olives", "coriander", "mushrooms", "liver"],
+    "name": ["Ana", "Mei", "Sara", "Ola"],
+    "job": ["nurse", "teacher", "pilot", "chemist"],
+    "company": ["Acme", "Globex", "Initech", "Umbrella"],
+    "city2": ["Rome", "Hanoi", "Quito", "Cairo"],
+}
+CHAIN_TOPICS = ("session-ended", "lt-judge", "lt-dedupe", "lt-conflict", "lt-persist")
+
+
+def session_events(tenant: str, n: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Twenty messages (six facts among small talk) of session ``n`` and its end event."""
+    user, conversation = f"user-{n}", f"conv-{n}"
+    values = {k: v[n % len(v)] for k, v in VALUES.items()}
+    lines = [fact.format(**values) for fact in FACTS] + FILL
+    events = []
+    start = datetime(2026, 3, 1) + timedelta(minutes=n)
+    for i in range(20):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = lines[(i // 2) % len(lines)] if role == "user" else "Noted, thank you."
+        events.append(
+            {
+                "event_id": f"{conversation}-{i}",
+                "tenant_id": tenant,
+                "user_id": user,
+                "agent_id": "agent-bench",
+                "conversation_id": conversation,
+                "role": role,
+                "content": text,
+                "created_at": (start + timedelta(seconds=i)).isoformat() + "Z",
+            }
+        )
+    end = {
+        "event_id": f"end-{conversation}",
+        "tenant_id": tenant,
+        "user_id": user,
+        "agent_id": "agent-bench",
+        "conversation_id": conversation,
+    }
+    return events, end
+
+
+async def chain_idle(settings: Settings) -> bool:
+    for topic in CHAIN_TOPICS:
+        if not await caught_up(settings, topic):
+            return False
+    return True
+
+
+def start_worker(settings: Settings) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "memstream.cli", "worker"],
+        env=settings_env(settings),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def users_with_memories(engine: Any, tenant: str) -> dict[str, datetime]:
+    query = (
+        select(ltm.c.user_id, func.max(ltm.c.created_at))
+        .where(ltm.c.tenant_id == tenant)
+        .group_by(ltm.c.user_id)
+    )
+    async with engine.connect() as conn:
+        return {u: t for u, t in (await conn.execute(query)).all()}
+
+
+async def chain(base: Settings) -> None:
+    tenant = f"lt-{uuid.uuid4().hex[:8]}"
+    settings = isolated_settings(worker_web_port=free_port(), log_level="WARNING")
+    engine = create_engine(base.database_url)
+    store = MessageStore(engine)
+    worker = start_worker(settings)
+    try:
+        sessions = [session_events(tenant, n) for n in range(BURST + PACED)]
+        await publish(settings, "message-written", [e for events, _ in sessions for e in events])
+
+        async def stored() -> bool:
+            return await store.count(tenant) == 20 * len(sessions)
+
+        await eventually(stored, within=300, what="messages stored")
+        started = time.time()
+        await publish(settings, "session-ended", [end for _, end in sessions[:BURST]])
+
+        async def burst_done() -> bool:
+            return len(await users_with_memories(engine, tenant)) >= BURST
+
+        await eventually(burst_done, within=600, what="burst persisted")
+        burst_seconds = time.time() - started
+
+        sent: dict[str, float] = {}
+        for _, end in sessions[BURST:]:
+            sent[end["user_id"]] = time.time()
+            await publish(settings, "session-ended", [end])
+            await asyncio.sleep(1 / RATE)
+
+        async def paced_done() -> bool:
+            return len(await users_with_memories(engine, tenant)) >= BURST + PACED
+
+        await eventually(paced_done, within=600, what="paced sessions persisted")
+        done = await users_with_memories(engine, tenant)
+        # created_at is naive UTC, written by the provider when the memory is stored.
+        latencies = sorted(
+            (done[u] - datetime.utcfromtimestamp(t)).total_seconds() for u, t in sent.items()
+        )
+        async with engine.connect() as conn:
+            memories = (
+                await conn.execute(
+                    select(func.count()).select_from(ltm).where(ltm.c.tenant_id == tenant)
+                )
+            ).scalar_one()
+        print(f"long-term chain, rule-based judge, {BURST} sessions of 20 messages in a burst:")
+        print(f"  throughput            : {BURST / burst_seconds:8.1f} sessions/s")
+        print(f"  memories per session  : {memories / (BURST + PACED):8.1f}")
+        print(f"paced at {RATE:.0f} sessions/s, session-ended -> memories persisted:")
+        print(f"  p50                   : {statistics.median(latencies) * 1000:8.0f} ms")
+        p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
+        print(f"  p99                   : {p99 * 1000:8.0f} ms")
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        await engine.dispose()
+
+
+def locomo_time(raw: str, index: int) -> str:
+    """LoCoMo's session time ("1:56 pm on 8 May, 2023") plus one second per turn."""
+    moment = datetime.strptime(
+        raw.replace(" pm", "PM").replace(" am", "AM"), "%I:%M%p on %d %B, %Y"
+    )
+    return (moment + timedelta(seconds=index)).isoformat() + "Z"
+
+
+async def locomo(base: Settings) -> None:
+    import json
+
+    raw_samples = json.loads(data_path().read_text(encoding="utf-8"))
+    samples = load(data_path())
+    tenant = f"locomo-{uuid.uuid4().hex[:8]}"
+    settings = isolated_settings(worker_web_port=free_port(), log_level="WARNING")
+    engine = create_engine(base.database_url)
+    worker = start_worker(settings)
+    try:
+        messages: list[dict[str, Any]] = []
+        ends: list[dict[str, Any]] = []
+        for raw in raw_samples:
+            conversation = raw["conversation"]
+            sample_id = raw["sample_id"]
+            sessions = sorted(
+                (k for k in conversation if k.startswith("session_") and k[8:].isdigit()),
+                key=lambda k: int(k[8:]),
+            )
+            for key in sessions:
+                conv = f"{sample_id}-{key}"
+                when = conversation.get(f"{key}_date_time", "1:00 pm on 1 January, 2023")
+                for i, turn in enumerate(conversation[key]):
+                    text = turn["text"]
+                    if turn.get("blip_caption"):
+                        text += f" [shares a photo of {turn['blip_caption']}]"
+                    messages.append(
+                        {
+                            "event_id": f"{sample_id}:{turn['dia_id']}",
+                            "tenant_id": tenant,
+                            "user_id": sample_id,
+                            "agent_id": None,
+                            "conversation_id": conv,
+                            "role": "user",
+                            "content": text,
+                            "created_at": locomo_time(when, i),
+                            "metadata": {"speaker": turn["speaker"]},
+                        }
+                    )
+                ends.append(
+                    {
+                        "event_id": f"end-{conv}",
+                        "tenant_id": tenant,
+                        "user_id": sample_id,
+                        "agent_id": None,
+                        "conversation_id": conv,
+                    }
+                )
+        await publish(settings, "message-written", messages)
+        store = MessageStore(engine)
+
+        async def stored() -> bool:
+            return await store.count(tenant) == len(messages)
+
+        await eventually(stored, within=300, what="LoCoMo turns stored")
+        await publish(settings, "session-ended", ends)
+        await asyncio.sleep(5)
+        await eventually(lambda: chain_idle(settings), within=900, what="chain idle")
+
+        provider = MySQLProvider(engine, relativity=0.0)
+        ours, bm25 = Recall(), Recall()
+        tokens = 0
+        stored_items = 0
+        for sample in samples:
+            live = await provider.list_live(tenant, sample.sample_id, None)
+            stored_items += len(live)
+            tokens += sum(count_tokens(m.content) for m in live)
+            plain = OkapiBM25([t.text for t in sample.turns])
+            prefix = f"{sample.sample_id}:"
+            for question in sample.questions:
+                ours.count(question)
+                bm25.count(question)
+                items = await provider.search(
+                    tenant, sample.sample_id, None, question.text, top_k=max(KS)
+                )
+                cited = [
+                    tuple(e.removeprefix(prefix) for e in item.source_event_ids) for item in items
+                ]
+                top = [(sample.turns[d].dia_id,) for d in plain.top(question.text, max(KS))]
+                for k in KS:
+                    ours.add(question, k, cited)
+                    bm25.add(question, k, top)
+        turns = sum(len(s.turns) for s in samples)
+        print(
+            f"LoCoMo dev through the pipeline (rule-based judge): {turns} turns -> "
+            f"{stored_items} memories, {tokens:,} tokens stored"
+        )
+        header = "  " + f"{'':28s}" + "".join(f"{'@' + str(k):>8s}" for k in KS)
+        header += "".join(f"{name[:11]:>13s}" for name in CATEGORIES.values())
+        print(header)
+        for label, recall in (("memstream pipeline", ours), ("BM25 over raw turns", bm25)):
+            row = f"  {label:28s}" + "".join(f"{recall.at(k):7.1f}%" for k in KS)
+            row += "".join(f"{recall.at(5, c):5.1f}/{recall.at(10, c):5.1f}  " for c in CATEGORIES)
+            print(row)
+        print(
+            f"  dia_ids per returned item: {ours.mean_dia_ids(10):.2f} (BM25: 1.00); "
+            f"items returned at k=10: {ours.mean_items(10):.1f}"
+        )
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        await engine.dispose()
+
+
+async def main() -> None:
+    base = Settings()
+    await migrate(base.database_url)
+    await chain(base)
+    await locomo(base)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
