@@ -1,0 +1,277 @@
+"""Local de-duplication of candidate memories within one batch (one session's judge output).
+
+Two candidates of the same target (``scope``) are duplicates when, after normalisation, they
+are
+
+1. **exact**: equal normalised text;
+2. **contains**: one normalised text contains the other as a run of whole words (CJK text:
+   whole characters); the longer, more informative one is kept;
+3. **jaccard**: the Jaccard similarity of their sets of *character bigrams* is at least
+   ``JACCARD_THRESHOLD`` (bigrams of the normalised text with the spaces removed: "用户喜欢猫"
+   -> 用户 户喜 喜欢 欢猫; plain character sets are far too coarse for English, where "likes
+   tea" and "does not like tea" share almost every letter);
+4. **levenshtein**: both normalised texts have at most ``SHORT_TEXT_CHARS`` characters and
+   their normalised Levenshtein similarity (``rapidfuzz``) is at least
+   ``LEVENSHTEIN_THRESHOLD``.
+
+Normalisation: Unicode NFKC (full-width to half-width: "ＡＢＣ１２３" -> "ABC123", "，" -> ","),
+case folding, apostrophes removed ("user's" -> "users", "doesn't" -> "doesnt"), punctuation
+replaced by spaces (a "." between digits is kept), runs of white space collapsed, and no space
+between two CJK characters ("用户 喜欢" -> "用户喜欢").
+
+Fuzzy rules never merge different facts. Edit distance and shared characters cannot tell
+"lives in Rome" from "lives in Nice" (Levenshtein similarity 0.86) or "likes tea" from
+"dislikes tea" (0.86), so rules 2-4 are guarded:
+
+- the negation differs (not, no, never, doesn't, without, ...; 不 没 未 无 勿 非): never a
+  duplicate;
+- rules 3-4 also need the same numbers ("30 years old" vs "31 years old") and no substituted
+  content word: when each text has a content word (stemmed, stop words dropped; CJK: single
+  characters) that the other lacks and that is not a spelling variant of one of the other's
+  (Levenshtein similarity >= ``LEVENSHTEIN_THRESHOLD``, words of 4+ letters, numbers never),
+  the texts state different things. An inserted word ("The user currently lives in Berlin")
+  or a spelling variant ("favourite colour" / "favorite color") is still a duplicate.
+
+When two candidates are duplicates, the survivor is the one with the higher importance (tie:
+the longer text, then the earlier one), except for containment, where the longer text wins and
+takes the higher importance of the two (capped to its category's range). The survivor always
+carries the union of both ``source_event_ids`` (provenance is never lost). The output keeps
+the input order of each group's first member.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from rapidfuzz.distance import Levenshtein
+
+from memstream.longterm.models import IMPORTANCE_RANGES, Candidate
+from memstream.retrieval import CJK_STOP_CHARS, STOP_WORDS, stem
+
+JACCARD_THRESHOLD = 0.7
+"""Character-bigram Jaccard similarity at or above which two texts are duplicates."""
+
+LEVENSHTEIN_THRESHOLD = 0.8
+"""Normalised Levenshtein similarity at or above which two short texts are duplicates."""
+
+SHORT_TEXT_CHARS = 50
+"""Texts up to this many normalised characters (both of them) get the Levenshtein test."""
+
+VARIANT_MIN_CHARS = 4
+"""Words shorter than this are never spelling variants of each other ("Jon" / "Jo")."""
+
+Rule = Literal["exact", "contains", "contained", "jaccard", "levenshtein"]
+"""Why two texts are duplicates; ``contains``: the first contains the second, ``contained``:
+the second contains the first."""
+
+_CJK = (
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+)
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+# A unit is one CJK character, one word (letters and digits, a "." inside a number kept) or
+# one symbol character (emoji, currency, "+" ...).
+_UNIT = re.compile(rf"[{_CJK}]|(?:[^\W_{_CJK}]|(?<=\d)\.(?=\d))+|[^\w\s]")
+_APOSTROPHES = str.maketrans("", "", "'’‘`´")
+_DIGIT = re.compile(r"\d")
+_LONE_DOT = re.compile(r"(?<!\d)\.|\.(?!\d)")  # every "." but one inside a number
+
+NEGATION_WORDS = frozenset(
+    """
+    not no never nor neither none nobody nothing nowhere without cannot
+    cant dont doesnt didnt isnt arent wasnt werent wont wouldnt hasnt havent hadnt
+    shouldnt couldnt mustnt neednt aint
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+"""English negation markers (normalised: apostrophes removed)."""
+
+# 不 没 未 无 勿, and 非 unless in 非常 ("very"). 别 is left out: 特别 ("especially").
+_CJK_NEGATION = re.compile(r"[不没未无勿]|非(?!常)")
+
+_CONTENT_STOP_WORDS = STOP_WORDS | NEGATION_WORDS | {"user", "users"}
+_CJK_CONTENT_STOP = CJK_STOP_CHARS | frozenset("用户很非常")
+
+
+def normalise(text: str) -> str:
+    """The comparison form of ``text`` (see the module documentation)."""
+    return _prepare(text).plain
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    plain: str
+    padded: str  # units joined by single spaces, with a space at each end (containment)
+    compact: str  # units without spaces (Jaccard)
+    bigrams: frozenset[str]
+    content: frozenset[str]  # stems
+    words: dict[str, str]  # stem -> the word it came from (spelling variants)
+    numbers: frozenset[str]
+    negated: bool
+
+
+def _is_cjk(unit: str) -> bool:
+    return len(unit) == 1 and _CJK_CHAR.match(unit) is not None
+
+
+@lru_cache(maxsize=8192)
+def _prepare(text: str) -> _Text:
+    folded = unicodedata.normalize("NFKC", text).casefold().translate(_APOSTROPHES)
+    folded = _LONE_DOT.sub(" ", folded)
+    cleaned = "".join(
+        " " if unicodedata.category(ch).startswith("P") and ch != "." else ch for ch in folded
+    )
+    units = _UNIT.findall(cleaned)
+    plain_parts: list[str] = []
+    for i, unit in enumerate(units):
+        if i and not (_is_cjk(unit) and _is_cjk(units[i - 1])):
+            plain_parts.append(" ")
+        plain_parts.append(unit)
+    compact = "".join(units)
+    if len(compact) > 1:
+        bigrams = frozenset(compact[i : i + 2] for i in range(len(compact) - 1))
+    else:
+        bigrams = frozenset([compact]) if compact else frozenset()
+    content: set[str] = set()
+    words: dict[str, str] = {}
+    numbers: set[str] = set()
+    negated = False
+    for unit in units:
+        if _DIGIT.search(unit):
+            numbers.add(unit)
+            content.add(unit)
+        elif _is_cjk(unit):
+            if unit not in _CJK_CONTENT_STOP:
+                content.add(unit)
+        elif unit in NEGATION_WORDS:
+            negated = True
+        elif unit not in _CONTENT_STOP_WORDS and (len(unit) > 1 or not unit.isalpha()):
+            term = stem(unit) if unit.isalpha() else unit
+            content.add(term)
+            words.setdefault(term, unit)
+    # On the joined characters: 非常 ("very") is not a negation.
+    negated = negated or _CJK_NEGATION.search(compact) is not None
+    return _Text(
+        plain="".join(plain_parts),
+        padded=f" {' '.join(units)} ",
+        compact=compact,
+        bigrams=bigrams,
+        content=frozenset(content),
+        words=words,
+        numbers=frozenset(numbers),
+        negated=negated,
+    )
+
+
+def jaccard(a: str, b: str) -> float:
+    """Character-bigram Jaccard similarity of two texts' normalised forms."""
+    x, y = _prepare(a).bigrams, _prepare(b).bigrams
+    if not x and not y:
+        return 1.0
+    return len(x & y) / len(x | y)
+
+
+def _variant(x: str, y: str) -> bool:
+    """Whether two words are spelling variants ("colour" / "color", "morning" / "mornnig")."""
+    if _DIGIT.search(x) or _DIGIT.search(y):
+        return False
+    if min(len(x), len(y)) < VARIANT_MIN_CHARS:
+        return False
+    return bool(Levenshtein.normalized_similarity(x, y) >= LEVENSHTEIN_THRESHOLD)
+
+
+def _substituted(a: _Text, b: _Text) -> bool:
+    """Whether each text has a content word the other lacks (no spelling variant either)."""
+    only_a = a.content - b.content
+    only_b = b.content - a.content
+    if not only_a or not only_b:
+        return False
+
+    def variant(x: str, y: str) -> bool:  # stems, or the words they came from
+        return _variant(x, y) or _variant(a.words.get(x, x), b.words.get(y, y))
+
+    lonely_a = any(not any(variant(x, y) for y in only_b) for x in only_a)
+    lonely_b = any(not any(variant(x, y) for x in only_a) for y in only_b)
+    return lonely_a and lonely_b
+
+
+def match(a: str, b: str) -> Rule | None:
+    """The rule by which ``a`` and ``b`` are duplicates, or None when they are not."""
+    x, y = _prepare(a), _prepare(b)
+    if x.plain == y.plain:
+        return "exact"
+    if x.negated != y.negated or not x.compact or not y.compact:
+        return None
+    if len(x.padded) > len(y.padded) and y.padded in x.padded:
+        return "contains"
+    if len(y.padded) > len(x.padded) and x.padded in y.padded:
+        return "contained"
+    if x.numbers != y.numbers or _substituted(x, y):
+        return None
+    if jaccard(a, b) >= JACCARD_THRESHOLD:
+        return "jaccard"
+    if (
+        max(len(x.plain), len(y.plain)) <= SHORT_TEXT_CHARS
+        and Levenshtein.normalized_similarity(x.plain, y.plain) >= LEVENSHTEIN_THRESHOLD
+    ):
+        return "levenshtein"
+    return None
+
+
+def similarity(a: str, b: str) -> float:
+    """A [0, 1] closeness of two texts (for ranking, not for deciding): the larger of the
+    bigram Jaccard and, for short texts, the Levenshtein similarity."""
+    x, y = _prepare(a), _prepare(b)
+    score = jaccard(a, b)
+    if max(len(x.plain), len(y.plain)) <= SHORT_TEXT_CHARS:
+        score = max(score, float(Levenshtein.normalized_similarity(x.plain, y.plain)))
+    return score
+
+
+def merge_ids(*groups: Sequence[str]) -> tuple[str, ...]:
+    """Order-preserving union of event id lists."""
+    return tuple(dict.fromkeys(i for group in groups for i in group))
+
+
+def _merge(first: Candidate, second: Candidate, rule: Rule) -> Candidate:
+    """The survivor of two duplicates; ``first`` came earlier in the batch."""
+    ids = merge_ids(first.source_event_ids, second.source_event_ids)
+    if rule in ("contains", "contained"):
+        winner, loser = (first, second) if rule == "contains" else (second, first)
+        high = IMPORTANCE_RANGES.get(winner.category, (1, 10))[1]
+        importance = max(winner.importance, min(high, loser.importance))
+        return dataclasses.replace(winner, importance=importance, source_event_ids=ids)
+    winner = max(
+        (first, second),
+        key=lambda c: (c.importance, len(c.content.strip()), c is first),
+    )
+    return dataclasses.replace(winner, source_event_ids=ids)
+
+
+def dedupe(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Merge duplicate candidates of the same scope (see the module documentation)."""
+    survivors: list[Candidate] = []  # in the input order of each group's first member
+    for candidate in candidates:
+        current: Candidate | None = None  # ``candidate`` merged into earlier groups
+        at = len(survivors)
+        for g in range(len(survivors) - 1, -1, -1):
+            survivor = survivors[g]
+            if survivor.scope != candidate.scope:
+                continue
+            # Walking backwards, ``survivor`` is earlier than whatever ``current`` holds.
+            rule = match(survivor.content, (current or candidate).content)
+            if rule is None:
+                continue
+            current = _merge(survivor, current or candidate, rule)
+            del survivors[g]
+            at = g
+        survivors.insert(at, current or candidate)
+    return survivors

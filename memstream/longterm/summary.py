@@ -1,0 +1,433 @@
+"""Conversation summaries of about ``SUMMARY_BUDGET_TOKENS`` tokens.
+
+``extractive_summary`` needs no model. It keeps the previous summary (dropping its least
+informative sentences when space runs out) and adds the most informative sentences of the
+new messages, attributed ("User: ..." / "Assistant: ..."), in chronological order.
+
+Sentences are scored by
+- substance: distinct content terms (stemmed words without stop words; Chinese characters
+  and character bigrams) and their density per token;
+- specifics: numbers and dates, capitalised names, times ("tomorrow", "next week", 明天);
+- intent: the user's own facts and wishes ("I live", "my", "我住在"), decisions and plans
+  ("decided", "will", "决定", "打算"), questions the user asked, and the assistant's key
+  answers (its first sentence of an answer, recommendations: "I recommend", "建议");
+- recency: later messages weigh a little more.
+Greetings and filler ("Hi!", "Thanks a lot!", "How can I help you today?", "你好", "好的，谢谢")
+are never kept. The result is assembled and recounted with ``count_tokens`` until it fits the
+budget: it never exceeds ``budget_tokens``.
+
+``llm_summary`` asks an OpenAI-compatible model to merge the previous summary with the new
+messages, and falls back to the extractive summary when the model fails or answers nothing;
+its answer is also cut to the budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memstream.llm import LLMClient, LLMError
+from memstream.longterm.dedupe import normalise
+from memstream.retrieval import tokenize
+from memstream.tokens import count_tokens, encoding
+
+log = logging.getLogger(__name__)
+
+SUMMARY_BUDGET_TOKENS = 2000
+MAX_SENTENCE_TOKENS = 120
+"""A longer sentence (or an unpunctuated message) is cut to this many tokens."""
+NEW_SHARE = 0.5
+"""Share of the budget the new messages may always claim from an old summary that is full."""
+PREVIOUS_BONUS = 0.5
+"""Score bonus of the previous summary's sentences: they were chosen before."""
+TOP_UP_TRIES = 64
+"""Sentences tried, with a recount each, to fill the budget the estimate left unused."""
+PROMPT_MESSAGE_TOKENS = 1000
+"""Each new message is cut to this many tokens in the LLM prompt."""
+PROMPT_TOKENS = 12000
+"""The LLM prompt's new messages are limited to this many tokens (the newest are kept)."""
+
+_ROLE_LABEL = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
+_PREFIX = re.compile(r"^\s*(User|Assistant|System|Tool|用户|助手)\s*[:：]\s*", re.IGNORECASE)
+_PREFIX_ROLE = {"user": "user", "assistant": "assistant", "用户": "user", "助手": "assistant"}
+
+# A sentence ends at . ! ? followed by a space and a capital, digit or non-ASCII character,
+# after a Chinese full stop, exclamation or question mark or semicolon, or at a line break.
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[\u2018\u201c]|[^\x00-\x7f])|(?<=[。！？；!?;])\s*|\s*\n\s*"
+)
+# CJK characters and full-width punctuation: no space is put next to them.
+_WIDE = re.compile(
+    r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
+)
+
+_FILLER_PHRASES = re.compile(
+    r"\b(?:how can i (?:help|assist)(?: you)?(?: today)?|how may i (?:help|assist)(?: you)?"
+    r"|is there anything else(?: i can (?:help|do)(?: you)?(?: with)?)?|anything else"
+    r"|let me know if (?:you have any (?:other |more )?questions|you need anything else"
+    r"|there is anything else|i can help)|feel free to ask|i hope (?:this|that) helps"
+    r"|(?:glad|happy) to help|you are welcome|youre welcome|no problem|of course|certainly"
+    r"|sounds good|got it|(?:great|good|nice|excellent) (?:question|choice|idea)"
+    r"|nice to meet you|how are you"
+    r"|have a (?:nice|good|great) (?:day|evening|night|weekend)|thank you(?: (?:so|very) much)?"
+    r"|thanks(?: a lot)?|good (?:morning|afternoon|evening|night))\b"
+    r"|你好|您好|谢谢(?:你|您)?|多谢|好的|嗯+|再见|拜拜|不客气|没问题|早上好|下午好|晚上好|晚安"
+    r"|收到|明白了?|知道了|哈哈+|请问|(?:还)?有什么(?:可以|能|需要)?(?:帮|帮助|帮忙)(?:你|您)?的?(?:吗)?"
+    r"|很高兴(?:为你|为您|能)?(?:服务|帮忙|帮到你|帮到您)?|不用谢|辛苦了"
+)
+_FILLER_TERMS = frozenset(
+    """
+    hi hello hey thank thanks ok okay sure great cool ye yes yeah yep nope bye goodby goodbye
+    pleas welcom awesom nice wow lol haha fine good morn even afternoon night there glad happi
+    help todai perfect alright right anyth els question assist hmm um uh oh ah well
+    好 的 是 对 行 嗯 啊 哦 呀 吧 呢 嘛 你 您 我 谢
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+_NUMBER = re.compile(
+    r"\d|[一二三四五六七八九十两百千万]+(?:个|岁|年|月|日|号|点|天|次|元|块|公里|米|人|周|小时|分钟)"
+)
+_TEMPORAL = re.compile(
+    r"\b(?:today|tomorrow|tonight|yesterday|next|last|week|month|year|weekend|morning|evening"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april"
+    r"|may|june|july|august|september|october|november|december|deadline)\b"
+    r"|今天|明天|后天|昨天|今晚|下周|上周|下个月|上个月|明年|去年|周[一二三四五六日末]|星期|截止"
+)
+_ENTITY = re.compile(r"(?<=[\s(\"'])[A-Z][\w-]*[A-Za-z]|\b[A-Z]{2,}\b|https?://\S+|\S+@\S+\.\w+")
+_USER_FACT = re.compile(
+    r"\b(?:i am|im|i was|my|mine|i have|ive|i had|i live|i lived|i work|i worked|i like|i love"
+    r"|i hate|i prefer|i want|i need|i will|ill|i plan|i decided|we decided|i must|i should"
+    r"|i cant|i cannot|i dont|i usually|i always|i never|remember|allergic|birthday|budget)\b"
+    r"|我是|我叫|我的|我在|我住|我想|我要|我喜欢|我爱|我讨厌|我不|我有|我会|我打算|我计划|我需要"
+    r"|我们决定|记住|必须|预算|生日|过敏"
+)
+_DECISION = re.compile(
+    r"\b(?:decided|decide|decision|agreed|agree|plan|planning|going to|chose|choose|booked"
+    r"|scheduled|confirm|confirmed|final|settled|will|lets)\b"
+    r"|决定|计划|打算|确定|预订|订了|约好|安排|同意|选择"
+)
+_ANSWER = re.compile(
+    r"\b(?:recommend|suggest|should|answer|solution|best|you can|you could|try|use|because"
+    r"|reason|means|option|steps?)\b|建议|推荐|可以|应该|答案|方法|因为|原因|步骤|选项"
+)
+_QUESTION = re.compile(
+    r"[?？]\s*$|^(?:what|how|why|when|where|which|who|can|could|should|would|do|does|did|is|are"
+    r"|will)\b|吗\s*$|什么|怎么|为什么|哪|多少|几"
+)
+
+
+@dataclass(slots=True)
+class _Unit:
+    group: int  # the message (or previous summary line) it belongs to
+    prefix: str  # "User: " ...; "" for a previous summary line without one
+    text: str
+    score: float
+    order: int
+    tokens: int
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` split into sentences (English and Chinese punctuation, line breaks)."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def _plain(sentence: str) -> str:
+    return normalise(sentence)
+
+
+def content_terms(sentence: str) -> set[str]:
+    """The informative terms of a sentence: no stop words, greetings or filler."""
+    plain = _FILLER_PHRASES.sub(" ", _plain(sentence))
+    return {t for t in tokenize(plain) if t not in _FILLER_TERMS}
+
+
+def is_filler(sentence: str) -> bool:
+    """Greetings, thanks and other sentences without content."""
+    return not content_terms(sentence)
+
+
+def score_sentence(
+    sentence: str, role: str | None, *, first: bool = False, recency: float = 0.0
+) -> float:
+    """How much a sentence is worth keeping (0 for filler); see the module documentation."""
+    terms = content_terms(sentence)
+    if not terms:
+        return 0.0
+    plain = _plain(sentence)
+    tokens = max(1, count_tokens(sentence))
+    score = 0.8 * min(1.0, len(terms) / tokens) + 0.8 * min(1.0, len(terms) / 8)
+    score += 0.5 * bool(_NUMBER.search(sentence))
+    score += 0.4 * bool(_ENTITY.search(" " + sentence))
+    score += 0.3 * bool(_TEMPORAL.search(plain))
+    question = bool(_QUESTION.search(sentence.strip()) or _QUESTION.search(plain))
+    if role == "user":
+        score += 0.5 + 0.6 * bool(_USER_FACT.search(plain)) + 0.4 * bool(_DECISION.search(plain))
+        score += 0.5 * question
+    elif role == "assistant":
+        score += 0.3 * first + 0.4 * bool(_ANSWER.search(plain))
+        score += 0.3 * bool(_DECISION.search(plain)) - 0.3 * question
+    return score + 0.3 * recency
+
+
+def truncate_tokens(text: str, limit: int, *, ellipsis: str = "…") -> str:
+    """``text`` cut to at most ``limit`` tokens (with ``ellipsis`` when cut)."""
+    if limit <= 0:
+        return ""
+    if count_tokens(text) <= limit:
+        return text
+    enc = encoding()
+    room = limit - count_tokens(ellipsis)
+    if room <= 0:
+        return ""
+    ids = enc.encode_ordinary(text)[:room]
+    while ids:
+        cut = enc.decode(ids, errors="replace").rstrip("\ufffd").rstrip()
+        candidate = cut + ellipsis
+        if count_tokens(candidate) <= limit:
+            return candidate
+        ids = ids[:-1]
+    return ""
+
+
+def _join(parts: Sequence[str]) -> str:
+    """Sentences of one message on one line: a space between them, none next to CJK text."""
+    out = ""
+    for part in parts:
+        if out and not (_WIDE.match(part[0]) or _WIDE.match(out[-1])):
+            out += " "
+        out += part
+    return out
+
+
+def _assemble(units: Sequence[_Unit]) -> str:
+    lines: list[str] = []
+    current: int | None = None
+    parts: list[str] = []
+    prefix = ""
+    for unit in sorted(units, key=lambda u: u.order):
+        if unit.group != current:
+            if parts:
+                lines.append(prefix + _join(parts))
+            current, parts, prefix = unit.group, [], unit.prefix
+        parts.append(unit.text)
+    if parts:
+        lines.append(prefix + _join(parts))
+    return "\n".join(lines)
+
+
+def _cost(units: Sequence[_Unit]) -> int:
+    """Estimated tokens of assembled units: their own, one separator each, one prefix a
+    group."""
+    groups = {u.group: u.prefix for u in units}
+    return sum(u.tokens + 1 for u in units) + sum(count_tokens(p) for p in groups.values())
+
+
+def _greedy(units: Sequence[_Unit], budget: int, chosen: list[_Unit]) -> list[_Unit]:
+    """Add the best-scoring units that still fit to ``chosen`` (in place) and return it."""
+    used = _cost(chosen)
+    groups = {u.group for u in chosen}
+    taken = {u.order for u in chosen}
+    prefix_cost: dict[str, int] = {}
+    for unit in sorted(units, key=lambda u: (-u.score, u.order)):
+        if unit.order in taken:
+            continue
+        extra = unit.tokens + 1
+        if unit.group not in groups:
+            extra += prefix_cost.setdefault(unit.prefix, count_tokens(unit.prefix))
+        if used + extra <= budget:
+            chosen.append(unit)
+            taken.add(unit.order)
+            groups.add(unit.group)
+            used += extra
+    return chosen
+
+
+def _previous_units(previous: str, order: int, group: int) -> tuple[list[_Unit], int, int]:
+    units: list[_Unit] = []
+    for line in previous.splitlines():
+        if not line.strip():
+            continue
+        m = _PREFIX.match(line)
+        prefix, role = "", None
+        if m:
+            label = m.group(1)
+            role = _PREFIX_ROLE.get(label.lower()) or _PREFIX_ROLE.get(label)
+            prefix = f"{_ROLE_LABEL.get(role or '', label)}: "
+            line = line[m.end() :]
+        for sentence in sentences(line):
+            text = truncate_tokens(sentence, MAX_SENTENCE_TOKENS)
+            if not text:
+                continue
+            score = max(score_sentence(text, role), 0.1) + PREVIOUS_BONUS
+            units.append(_Unit(group, prefix, text, score, order, count_tokens(text)))
+            order += 1
+        group += 1
+    return units, order, group
+
+
+def _message_units(
+    messages: Sequence[tuple[str, str]], order: int, group: int, seen: set[str]
+) -> list[_Unit]:
+    units: list[_Unit] = []
+    n = len(messages)
+    for i, (role, content) in enumerate(messages):
+        role = role.lower()
+        prefix = f"{_ROLE_LABEL.get(role, role.capitalize() or 'Message')}: "
+        first = True
+        for sentence in sentences(content or ""):
+            text = truncate_tokens(sentence, MAX_SENTENCE_TOKENS)
+            key = _plain(text)
+            score = score_sentence(text, role, first=first, recency=(i + 1) / n)
+            if score <= 0 or not key:
+                continue
+            first = False
+            if key in seen:
+                continue
+            seen.add(key)
+            units.append(_Unit(group, prefix, text, score, order, count_tokens(text)))
+            order += 1
+        group += 1
+    return units
+
+
+def extractive_summary(
+    previous: str | None,
+    messages: Sequence[tuple[str, str]],
+    *,
+    budget_tokens: int = SUMMARY_BUDGET_TOKENS,
+) -> str:
+    """The previous summary merged with the informative sentences of ``messages`` ((role,
+    content), oldest first), at most ``budget_tokens`` tokens."""
+    if budget_tokens <= 0:
+        return ""
+    old, order, group = _previous_units(previous or "", 0, 0)
+    seen = {_plain(u.text) for u in old}
+    new = _message_units(messages, order, group, seen)
+    if _cost(old) + _cost(new) <= budget_tokens:
+        chosen = old + new
+    else:
+        new_share = min(_cost(new), max(int(budget_tokens * NEW_SHARE), budget_tokens - _cost(old)))
+        chosen_new = _greedy(new, new_share, [])
+        chosen_old = _greedy(old, budget_tokens - _cost(chosen_new), [])
+        chosen = _greedy(new, budget_tokens, chosen_old + chosen_new)
+    text = _assemble(chosen)
+    # The estimate is close; the recount is the guarantee.
+    while chosen and count_tokens(text) > budget_tokens:
+        chosen.remove(min(chosen, key=lambda u: (u.score, -u.order)))
+        text = _assemble(chosen)
+    return _top_up(text, chosen, old + new, budget_tokens)
+
+
+def _top_up(text: str, chosen: list[_Unit], units: Sequence[_Unit], budget: int) -> str:
+    """Fill what the (cautious) estimate left unused, recounting each addition."""
+    taken = {u.order for u in chosen}
+    slack = budget - count_tokens(text)
+    tries = 0
+    for unit in sorted(units, key=lambda u: (-u.score, u.order)):
+        if slack <= 0 or tries >= TOP_UP_TRIES:
+            break
+        if unit.order in taken or unit.tokens >= slack:
+            continue
+        tries += 1
+        trial = _assemble([*chosen, unit])
+        used = count_tokens(trial)
+        if used <= budget:
+            chosen.append(unit)
+            taken.add(unit.order)
+            text, slack = trial, budget - used
+    return text
+
+
+def fit_budget(text: str, budget_tokens: int) -> str:
+    """``text`` cut to ``budget_tokens``: whole lines first, then the last line's tokens."""
+    text = text.strip()
+    if count_tokens(text) <= budget_tokens:
+        return text
+    lines = text.splitlines()
+    kept: list[str] = []
+    for line in lines:
+        trial = "\n".join([*kept, line])
+        if count_tokens(trial) <= budget_tokens:
+            kept.append(line)
+            continue
+        room = budget_tokens - count_tokens("\n".join([*kept, ""])) if kept else budget_tokens
+        part = truncate_tokens(line, room)
+        if part:
+            kept.append(part)
+        break
+    out = "\n".join(kept)
+    while out and count_tokens(out) > budget_tokens:  # separators can merge into tokens
+        out = truncate_tokens(out, budget_tokens - 1)
+    return out
+
+
+SUMMARY_PROMPT = """You keep a running summary of a conversation between a user and an AI \
+assistant. Merge the previous summary (if any) with the new messages into one updated summary.
+Keep: facts about the user (who they are, preferences, circumstances), decisions and plans, \
+commitments, the assistant's key answers and recommendations, and questions that are still \
+open. Drop greetings, thanks and small talk. Keep names, numbers and dates exactly.
+Write plain text (short lines or sentences, no headings, no markdown), in the language of the \
+conversation, at most about {words} words. Answer with the summary only."""
+
+
+def summary_messages(
+    previous: str | None, messages: Sequence[tuple[str, str]], budget_tokens: int
+) -> list[dict[str, str]]:
+    """The chat request of ``llm_summary``: bounded, whatever the messages' size."""
+    lines: list[str] = []
+    used = 0
+    for role, content in reversed(messages):
+        label = _ROLE_LABEL.get(role.lower(), role.capitalize() or "Message")
+        line = f"{label}: {truncate_tokens((content or '').strip(), PROMPT_MESSAGE_TOKENS)}"
+        cost = count_tokens(line) + 1
+        if used + cost > PROMPT_TOKENS:
+            break
+        lines.append(line)
+        used += cost
+    transcript = "\n".join(reversed(lines))
+    prior = fit_budget(previous, budget_tokens) if previous and previous.strip() else "(none)"
+    words = max(20, int(budget_tokens * 0.6))
+    return [
+        {"role": "system", "content": SUMMARY_PROMPT.format(words=words)},
+        {
+            "role": "user",
+            "content": f"Previous summary:\n{prior}\n\nNew messages:\n{transcript}",
+        },
+    ]
+
+
+def _clean(answer: str) -> str:
+    text = unicodedata.normalize("NFC", answer).strip()
+    if text.startswith("```"):
+        text = text.strip("`").strip()
+    return text
+
+
+async def llm_summary(
+    client: LLMClient,
+    previous: str | None,
+    messages: Sequence[tuple[str, str]],
+    *,
+    budget_tokens: int = SUMMARY_BUDGET_TOKENS,
+) -> str:
+    """The model's merged summary, cut to ``budget_tokens``; the extractive summary when the
+    model fails or answers nothing."""
+    if budget_tokens <= 0:
+        return ""
+    try:
+        answer = await client.chat(
+            summary_messages(previous, messages, budget_tokens),
+            json_mode=False,
+            max_tokens=budget_tokens,
+            purpose="summary",
+        )
+    except LLMError as exc:
+        log.warning("LLM summary failed, using the extractive summary: %s", exc)
+        return extractive_summary(previous, messages, budget_tokens=budget_tokens)
+    text = _clean(answer or "")
+    if not text:
+        log.warning("LLM summary was empty, using the extractive summary")
+        return extractive_summary(previous, messages, budget_tokens=budget_tokens)
+    return fit_budget(text, budget_tokens)

@@ -1,0 +1,208 @@
+"""The LLM conflict resolver and LLM summary against a real local OpenAI-compatible server
+(a small FastAPI app under uvicorn, answering scripted replies), including every fallback."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from memstream.llm import LLMClient
+from memstream.longterm.conflict import MAX_LLM_LIVE, LLMConflictResolver
+from memstream.longterm.models import Candidate
+from memstream.longterm.summary import extractive_summary, llm_summary
+from memstream.providers.base import MemoryItem
+from memstream.tokens import count_tokens
+from tests.support import free_port
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Script:
+    """Replies the server gives, in order: a string is the completion, an int an HTTP error."""
+
+    replies: list[str | int] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+
+def make_app(script: Script) -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def complete(request: Request) -> JSONResponse:
+        script.requests.append(await request.json())
+        reply = script.replies.pop(0) if script.replies else 500
+        if isinstance(reply, int):
+            return JSONResponse({"error": {"message": "scripted failure"}}, status_code=reply)
+        return JSONResponse(
+            {
+                "id": "cmpl-1",
+                "object": "chat.completion",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        )
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, Script]]:
+    script = Script()
+    port = free_port()
+    config = uvicorn.Config(
+        make_app(script), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+    )
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not srv.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the scripted LLM server did not start")
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}/v1", script
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+async def llm(server: tuple[str, Script]) -> AsyncIterator[tuple[LLMClient, Script]]:
+    url, script = server
+    script.replies.clear()
+    script.requests.clear()
+    client = LLMClient(url, "scripted", api_key="k", timeout=5)
+    yield client, script
+    await client.aclose()
+
+
+def item(id_: str, content: str) -> MemoryItem:
+    return MemoryItem(id_, "t1", "u1", None, "user_profile", "text_mem", content, 6, ("e0",), NOW)
+
+
+def cand(content: str) -> Candidate:
+    return Candidate(content, "text_mem", "user", 7, "personal_fact", ("e9",))
+
+
+LIVE = [
+    item("m1", "The user lives in Paris."),
+    item("m2", "The user likes jazz."),
+    *[item(f"n{i}", f"The user visited museum number {i} on a trip") for i in range(30)],
+]
+
+
+# --- conflict ------------------------------------------------------------------------------
+
+
+async def test_llm_decision_is_used(llm: tuple[LLMClient, Script]) -> None:
+    client, script = llm
+    script.replies.append(
+        json.dumps({"action": "store", "expire_ids": ["m1"], "reason": "the user moved"})
+    )
+    decision = await LLMConflictResolver(client).resolve(cand("The user relocated to Berlin"), LIVE)
+    assert (decision.action, decision.expire_ids) == ("store", ("m1",))
+    assert decision.reason == "llm: the user moved"
+    [request] = script.requests
+    assert request["response_format"] == {"type": "json_object"}
+    assert request["temperature"] == 0
+    body = json.loads(request["messages"][1]["content"])
+    assert body["new"]["content"] == "The user relocated to Berlin"
+    shown = [m["id"] for m in body["existing"]]
+    assert len(shown) == MAX_LLM_LIVE
+    assert shown[0] == "m1"  # the same slot (residence) first
+
+
+async def test_llm_skip(llm: tuple[LLMClient, Script]) -> None:
+    client, script = llm
+    script.replies.append('{"action": "skip", "expire_ids": [], "reason": "same fact"}')
+    decision = await LLMConflictResolver(client).resolve(cand("User resides in Paris"), LIVE)
+    assert (decision.action, decision.expire_ids, decision.reason) == ("skip", (), "llm: same fact")
+
+
+async def test_exact_duplicate_needs_no_model(llm: tuple[LLMClient, Script]) -> None:
+    client, script = llm
+    decision = await LLMConflictResolver(client).resolve(cand("the user likes JAZZ"), LIVE)
+    assert (decision.action, decision.reason) == ("skip", "already known: m2 (exact)")
+    assert script.requests == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"action": "store", "expire_ids": ["m404"], "reason": "made up id"}',
+        '{"action": "store", "expire_ids": ["n25"], "reason": "not shown to the model"}',
+        "I think you should store it.",
+        '{"action": "maybe"}',
+        500,
+        429,
+    ],
+)
+async def test_bad_or_failed_answers_fall_back_to_the_rules(
+    llm: tuple[LLMClient, Script], reply: str | int
+) -> None:
+    client, script = llm
+    script.replies.append(reply)
+    resolver = LLMConflictResolver(client, max_live=10)
+    decision = await resolver.resolve(cand("The user moved from Paris to Berlin."), LIVE)
+    assert (decision.action, decision.expire_ids) == ("store", ("m1",))
+    assert decision.reason.startswith("rules: supersedes m1")
+    assert len(script.requests) == 1
+
+
+# --- summary -------------------------------------------------------------------------------
+
+MESSAGES = [
+    ("user", "Hi!"),
+    ("user", "I'm moving to Berlin in May and need a flat under 1200 euros."),
+    ("assistant", "I recommend looking in Neukölln or Wedding."),
+]
+
+
+async def test_llm_summary_is_used(llm: tuple[LLMClient, Script]) -> None:
+    client, script = llm
+    script.replies.append("  The user moves to Berlin in May; flat budget 1200 euros.  ")
+    summary = await llm_summary(client, "The user is a nurse.", MESSAGES, budget_tokens=300)
+    assert summary == "The user moves to Berlin in May; flat budget 1200 euros."
+    [request] = script.requests
+    assert "response_format" not in request  # plain text
+    assert request["max_tokens"] == 300
+    prompt = request["messages"][1]["content"]
+    assert "Previous summary:\nThe user is a nurse." in prompt
+    assert "User: I'm moving to Berlin in May" in prompt
+    assert "Assistant: I recommend looking in Neukölln or Wedding." in prompt
+
+
+async def test_llm_summary_is_cut_to_the_budget(llm: tuple[LLMClient, Script]) -> None:
+    client, script = llm
+    script.replies.append("\n".join(f"Fact number {i} about the user." for i in range(500)))
+    summary = await llm_summary(client, None, MESSAGES, budget_tokens=100)
+    assert 90 <= count_tokens(summary) <= 100
+    assert summary.startswith("Fact number 0 about the user.\nFact number 1")
+
+
+@pytest.mark.parametrize("reply", [500, "   "])
+async def test_llm_summary_falls_back_to_extractive(
+    llm: tuple[LLMClient, Script], reply: str | int
+) -> None:
+    client, script = llm
+    script.replies.append(reply)
+    summary = await llm_summary(client, "The user is a nurse.", MESSAGES, budget_tokens=300)
+    assert summary == extractive_summary("The user is a nurse.", MESSAGES, budget_tokens=300)
+    assert summary.startswith("The user is a nurse.\nUser: I'm moving to Berlin")
