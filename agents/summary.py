@@ -7,10 +7,10 @@ from functools import partial
 from typing import Any
 
 import faust
-from memstream.longterm.summary import extractive_summary, llm_summary
 
 from memstream import metrics
 from memstream.longterm.payloads import loads
+from memstream.longterm.summary import extractive_summary, llm_summary
 from memstream.retry import retry_forever
 from memstream.store.summaries import Summary
 from memstream.tokens import count_tokens
