@@ -182,6 +182,27 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
             raise
 
 
+def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``memstream ARGS`` as a separate process with ``settings``."""
+    return subprocess.run(
+        [sys.executable, "-m", "memstream.cli", *args],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+
+
+async def proxied_database(base: Settings, **overrides: Any) -> tuple[TcpProxy, Settings]:
+    """Settings whose database goes through a proxy the test can cut (an outage) and restore."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(base.database_url)
+    proxy = await TcpProxy(url.port or 3306).start()
+    through = url.set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+    return proxy, isolated_settings(database_url=through, **overrides)
+
+
 def message(tenant: str, conversation: str, n: int, **fields: Any) -> dict[str, Any]:
     """A valid message-written event."""
     event = {

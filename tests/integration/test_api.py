@@ -15,7 +15,7 @@ from memstream.settings import Settings
 from memstream.store.messages import StoredMessage
 from memstream.store.schema import conversation_summary
 from memstream.tokens import count_tokens
-from tests.support import TcpProxy, eventually, free_port, isolated_settings
+from tests.support import eventually, free_port, isolated_settings, proxied_database
 
 pytestmark = pytest.mark.integration
 
@@ -280,13 +280,7 @@ async def test_bad_requests_get_a_4xx_with_a_message(api, method, url, body):
 
 
 async def test_database_down_degrades_the_load_path(services, tenant, store, redis_client):
-    from sqlalchemy.engine import make_url
-
-    url = make_url(services.database_url)
-    proxy = await TcpProxy(url.port or 3306).start()
-    settings = isolated_settings(
-        database_url=url.set(host="127.0.0.1", port=proxy.port).render_as_string(False)
-    )
+    proxy, settings = await proxied_database(services)
     messages = chat(tenant, "c5", alternating(4))
     await store.insert_many(messages)
     await RedisCache(redis_client, prefix=settings.cache_prefix).warm({(tenant, "c5"): messages})

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 
 import orjson
 import pytest
@@ -14,7 +12,7 @@ from memstream.cache import RedisCache
 from memstream.settings import Settings
 from memstream.store.messages import MessageStore
 from memstream.tokens import count_tokens
-from tests.support import caught_up, eventually, message, publish, read_topic, settings_env
+from tests.support import caught_up, eventually, message, publish, read_topic, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -90,25 +88,13 @@ async def test_duplicates_and_replay_change_nothing(
     before = {c: await redis_client.zrange(cache.key(tenant, f"c{c}"), 0, -1) for c in range(4)}
 
     # A live group refuses a rewind.
-    refused = subprocess.run(
-        [sys.executable, "-m", "memstream.cli", "replay", "--topic", "message-written"]
-        + ["--to", "earliest"],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-    )
+    refused = run_cli(settings, "replay", "--topic", "message-written", "--to", "earliest")
     assert refused.returncode == 2
     assert "live member" in refused.stderr
 
     worker.stop()
     await asyncio.sleep(1)
-    replayed = subprocess.run(
-        [sys.executable, "-m", "memstream.cli", "replay", "--topic", "message-written"]
-        + ["--to", "earliest"],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-    )
+    replayed = run_cli(settings, "replay", "--topic", "message-written", "--to", "earliest")
     assert replayed.returncode == 0, replayed.stderr
     assert "-> 0" in replayed.stdout
     assert not await caught_up(settings, "message-written")
@@ -226,13 +212,7 @@ async def test_a_mixed_file_through_publish_ends_up_as_the_contract_says(
     assert len(lines) == 2000
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "memstream.cli", "publish", str(path)]
-        + ["--topic", "message-written", "--no-validate"],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-    )
+    done = run_cli(settings, "publish", str(path), "--topic", "message-written", "--no-validate")
     assert done.returncode == 0, done.stderr
     start_worker(settings)
     await eventually(lambda: caught_up(settings, "message-written"), what="all consumed")

@@ -12,7 +12,14 @@ from memstream.settings import Settings
 from memstream.store.schema import conversation_summary, long_term_memory
 from memstream.store.summaries import SummaryStore
 from tests.integration.test_api import client_for
-from tests.support import eventually, isolated_settings, message, publish, read_topic
+from tests.support import (
+    eventually,
+    isolated_settings,
+    message,
+    proxied_database,
+    publish,
+    read_topic,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -178,16 +185,7 @@ async def test_an_unavailable_provider_is_retried_then_dead_lettered(
 async def test_the_database_down_during_a_session_end_loses_nothing(
     services, tenant, engine, start_worker
 ):
-    from sqlalchemy.engine import make_url
-
-    from tests.support import TcpProxy
-
-    url = make_url(services.database_url)
-    proxy = await TcpProxy(url.port or 3306).start()
-    settings = isolated_settings(
-        database_url=url.set(host="127.0.0.1", port=proxy.port).render_as_string(False),
-        db_retry_max_seconds=1.0,
-    )
+    proxy, settings = await proxied_database(services, db_retry_max_seconds=1.0)
     try:
         start_worker(settings)
         await publish(settings, "message-written", said(tenant, "o1", ["My sister is Ana."]))

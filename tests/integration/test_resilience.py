@@ -19,6 +19,7 @@ from tests.support import (
     free_port,
     isolated_settings,
     message,
+    proxied_database,
     publish,
 )
 
@@ -160,16 +161,7 @@ async def test_two_workers_share_partitions_and_take_over(services, tenant, stor
 async def test_database_outage_is_waited_out_without_committing(
     services, tenant, store, start_worker
 ):
-    from sqlalchemy.engine import make_url
-
-    from tests.support import TcpProxy
-
-    url = make_url(services.database_url)
-    proxy = await TcpProxy(url.port or 3306).start()
-    settings = isolated_settings(
-        database_url=url.set(host="127.0.0.1", port=proxy.port).render_as_string(False),
-        db_retry_max_seconds=1.0,
-    )
+    proxy, settings = await proxied_database(services, db_retry_max_seconds=1.0)
     try:
         start_worker(settings)
         await publish(settings, "message-written", [message(tenant, "c", n) for n in range(20)])

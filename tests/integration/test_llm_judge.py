@@ -1,0 +1,249 @@
+"""The LLM judge against a real local OpenAI-compatible server (a small FastAPI app under
+uvicorn in a background thread, answering scripted replies), including every fallback to the
+rule-based judge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import REGISTRY
+
+from memstream.llm import LLMClient
+from memstream.longterm.judge import NEW_MARK, Judge
+from memstream.longterm.models import SessionMessage
+from tests.support import free_port
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+MODEL = "judge-model"
+API_KEY = "sk-test-judge"
+TIMEOUT = 0.5
+
+
+@dataclass
+class Reply:
+    """One scripted answer: a completion ``content`` (None: an empty one), an HTTP ``status``
+    error, a ``raw`` non-JSON body, or a ``delay`` before answering."""
+
+    content: str | None = None
+    status: int = 200
+    raw: str | None = None
+    delay: float = 0.0
+
+
+@dataclass
+class Script:
+    replies: list[Reply] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+
+
+def make_app(script: Script) -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def complete(request: Request) -> Response:
+        script.requests.append(await request.json())
+        script.headers.append(dict(request.headers))
+        reply = script.replies.pop(0) if script.replies else Reply(status=500)
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        if reply.status != 200:
+            return JSONResponse(
+                {"error": {"message": "scripted failure"}}, status_code=reply.status
+            )
+        if reply.raw is not None:
+            return PlainTextResponse(reply.raw)
+        return JSONResponse(
+            {
+                "id": "cmpl-judge",
+                "object": "chat.completion",
+                "model": MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply.content},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        )
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, Script]]:
+    script = Script()
+    port = free_port()
+    config = uvicorn.Config(
+        make_app(script), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+    )
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not srv.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the scripted LLM server did not start")
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}/v1", script
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+async def judge(server: tuple[str, Script]) -> AsyncIterator[tuple[Judge, Script]]:
+    url, script = server
+    script.replies.clear()
+    script.requests.clear()
+    script.headers.clear()
+    client = LLMClient(url, MODEL, api_key=API_KEY, timeout=TIMEOUT)
+    yield Judge(client), script
+    await client.aclose()
+
+
+SESSION = [
+    SessionMessage("e1", "assistant", "Hi! How can I help you today?", False, NOW),
+    SessionMessage("e2", "user", "I live in Paris and I love spicy food.", False, NOW),
+    SessionMessage("e3", "user", "I moved from Paris to Berlin.", True, NOW),
+    SessionMessage("e4", "assistant", "Nice, Berlin is a great city!", True, NOW),
+    SessionMessage("e5", "user", "Please always answer in short bullet points.", True, NOW),
+]
+RULE_CONTENTS = [
+    "The user moved from Paris to Berlin.",
+    "The user wants the agent to always answer in short bullet points.",
+]
+
+GOOD = {
+    "memories": [
+        {
+            "content": "The user moved from Paris to Berlin.",
+            "category": "personal_fact",
+            "memory_type": "text_mem",
+            "scope": "user",
+            "importance": 8,
+            "source_event_ids": ["e3"],
+        },
+        {
+            "content": "The user wants answers as short bullet points.",
+            "category": "instruction",
+            "memory_type": "pref_mem",
+            "scope": "agent",
+            "importance": 9,
+            "source_event_ids": ["e5", "e2"],
+        },
+    ]
+}
+
+
+def fallbacks(reason: str) -> float:
+    value = REGISTRY.get_sample_value("memstream_judge_fallbacks_total", {"reason": reason})
+    return value or 0.0
+
+
+async def test_good_reply_is_used(judge: tuple[Judge, Script]) -> None:
+    j, script = judge
+    script.replies.append(Reply(json.dumps(GOOD)))
+    result = await j.judge(SESSION, agent_id="travel-agent")
+    assert (result.method, result.fallback_reason) == ("llm", None)
+    assert [(c.content, c.category, c.scope, c.source_event_ids) for c in result.candidates] == [
+        ("The user moved from Paris to Berlin.", "personal_fact", "user", ("e3",)),
+        ("The user wants answers as short bullet points.", "instruction", "agent", ("e5",)),
+    ]
+    [request] = script.requests
+    assert request["model"] == MODEL
+    assert request["response_format"] == {"type": "json_object"}
+    assert request["temperature"] == 0
+    system, user = request["messages"]
+    assert system["role"] == "system" and "instruction" in system["content"]
+    assert user["role"] == "user"
+    assert f"{NEW_MARK} (e3) user: I moved from Paris to Berlin." in user["content"]
+    assert "(e2) user: I live in Paris" in user["content"]
+    assert f"{NEW_MARK} (e2)" not in user["content"]
+    assert "travel-agent" in user["content"]
+    [headers] = script.headers
+    assert headers["authorization"] == f"Bearer {API_KEY}"
+
+
+async def test_fenced_reply_is_repaired(judge: tuple[Judge, Script]) -> None:
+    j, script = judge
+    script.replies.append(Reply("```json\n" + json.dumps(GOOD["memories"]) + "\n```"))
+    result = await j.judge(SESSION, agent_id=None)
+    assert result.method == "llm"
+    assert len(result.candidates) == 2
+
+
+async def test_empty_memories_list_is_a_valid_llm_result(judge: tuple[Judge, Script]) -> None:
+    j, script = judge
+    script.replies.append(Reply('{"memories": []}'))
+    result = await j.judge(SESSION, agent_id=None)
+    assert (result.method, result.candidates, result.fallback_reason) == ("llm", (), None)
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (Reply(status=500), "error"),
+        (Reply(status=429), "error"),
+        (Reply('{"memories": [', delay=TIMEOUT * 3), "timeout"),
+        (Reply("this is not JSON, sorry"), "malformed"),
+        (Reply('{"answer": "nothing"}'), "malformed"),
+        (Reply(raw="<html>gateway</html>"), "error"),
+        (Reply(None), "empty"),
+        (Reply("   "), "empty"),
+    ],
+    ids=[
+        "http-500",
+        "http-429",
+        "slow",
+        "malformed",
+        "wrong-shape",
+        "non-json-body",
+        "null",
+        "blank",
+    ],
+)
+async def test_failures_fall_back_to_rules(
+    judge: tuple[Judge, Script], reply: Reply, reason: str
+) -> None:
+    j, script = judge
+    script.replies.append(reply)
+    before = fallbacks(reason)
+    started = time.monotonic()
+    result = await j.judge(SESSION, agent_id="travel-agent")
+    assert time.monotonic() - started < TIMEOUT * 3
+    assert (result.method, result.fallback_reason) == ("rules", reason)
+    assert [c.content for c in result.candidates] == RULE_CONTENTS
+    assert [c.source_event_ids for c in result.candidates] == [("e3",), ("e5",)]
+    assert fallbacks(reason) == before + 1
+    assert len(script.requests) == 1
+
+
+async def test_unreachable_server_falls_back(server: tuple[str, Script]) -> None:
+    client = LLMClient(f"http://127.0.0.1:{free_port()}/v1", MODEL, timeout=TIMEOUT)
+    try:
+        result = await Judge(client).judge(SESSION, agent_id=None)
+    finally:
+        await client.aclose()
+    assert (result.method, result.fallback_reason) == ("rules", "error")
+    assert [c.content for c in result.candidates] == RULE_CONTENTS
+
+
+async def test_no_new_message_asks_nothing(judge: tuple[Judge, Script]) -> None:
+    j, script = judge
+    result = await j.judge([m for m in SESSION if not m.new], agent_id=None)
+    assert (result.method, result.candidates) == ("rules", ())
+    assert script.requests == []
