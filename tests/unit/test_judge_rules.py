@@ -96,6 +96,39 @@ EXACT = [
     ("请用中文回答。", "用户希望助手用中文回答。", "instruction", "agent"),
     ("不要用表情符号。", "用户希望助手不要用表情符号。", "instruction", "agent"),
     ("叫我老王就好。", "用户希望被称为老王。", "instruction", "agent"),
+    ("以后请叫我张老师。", "用户希望被称为张老师。", "instruction", "agent"),
+    ("总是用要点回答。", "用户希望助手总是用要点回答。", "instruction", "agent"),
+    ("回答请尽量简短。", "用户希望回答尽量简短。", "instruction", "agent"),
+    ("我周末喜欢去爬山。", "用户周末喜欢去爬山。", "preference", "user"),
+    ("我现在在一家创业公司当产品经理。", "用户在一家创业公司当产品经理。", "personal_fact", "user"),
+    ("我有糖尿病。", "用户有糖尿病。", "personal_fact", "user"),
+    ("我的生日是5月3日。", "用户的生日是5月3日。", "personal_fact", "user"),
+    (
+        "I've been living in London for five years.",
+        "The user lives in London.",
+        "personal_fact",
+        "user",
+    ),
+    (
+        "My best friend Tom is a pilot.",
+        "The user's best friend Tom is a pilot.",
+        "relationship",
+        "user",
+    ),
+    (
+        "Always cite your sources.",
+        "The user wants the agent to always cite its sources.",
+        "instruction",
+        "agent",
+    ),
+    ("I prefer short answers.", "The user prefers short answers.", "instruction", "agent"),
+    ("I'm learning Japanese.", "The user is learning Japanese.", "personal_fact", "user"),
+    (
+        "I have a dentist appointment on Monday.",
+        "The user has a dentist appointment on Monday.",
+        "plan",
+        "user",
+    ),
 ]
 
 
@@ -122,6 +155,28 @@ def test_chinese_subject_carries_over_commas() -> None:
         "用户叫李雷。",
         "用户今年25岁。",
         "用户住在北京。",
+    ]
+
+
+def test_greeting_with_name_and_job() -> None:
+    assert [c for c, _, _ in judged("Hi, I'm Sarah and I work as a nurse in Boston.")] == [
+        "The user's name is Sarah.",
+        "The user works as a nurse in Boston.",
+    ]
+
+
+def test_session_with_context_and_mixed_languages() -> None:
+    messages = [
+        msg("Where do you live?", role="assistant", new=False, id_="a1"),
+        msg("I live in Paris.", new=False, id_="u1"),
+        msg("Nice!", role="assistant", id_="a2"),
+        msg("Thanks! By the way, I moved to Berlin last month.", id_="u2"),
+        msg("另外，请用中文回答。", id_="u3"),
+    ]
+    out = rule_based_judge(messages)
+    assert [(c.content, c.source_event_ids) for c in out] == [
+        ("The user moved to Berlin last month.", ("u2",)),
+        ("用户希望助手用中文回答。", ("u3",)),
     ]
 
 
@@ -197,6 +252,14 @@ NOTHING = [
     "我喜欢你的回答。",
     "Don't worry about it.",
     "Call me back later.",
+    "Great, I'll try that.",
+    "I'm going to ask you something.",
+    "I'm not a doctor.",
+    "我要去睡觉了。",
+    "帮我写一首诗。",
+    "我觉得你说得对。",
+    "我是不是应该换工作",
+    "我有点累。",
 ]
 
 
