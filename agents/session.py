@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import faust
@@ -11,6 +11,7 @@ from memstream import metrics
 from memstream.deadletter import SourceRecord, dead_letter
 from memstream.errors import InvalidEvent
 from memstream.events import parse_session_end
+from memstream.kafka import HistoryProgress
 from memstream.longterm.payloads import Session, dumps
 from memstream.longterm.stages import collect
 from memstream.retry import retry_forever
@@ -19,6 +20,11 @@ from streams.app import app, settings
 from streams.topics import lt_judge, session_ended, summary_check
 
 STAGE = "session"
+
+
+@cache
+def progress() -> HistoryProgress:
+    return HistoryProgress(settings)
 
 
 async def handle(source: SourceRecord) -> None:
@@ -31,6 +37,12 @@ async def handle(source: SourceRecord) -> None:
         metrics.DEAD_LETTERS.labels(STAGE, exc.reason).inc()
         return
     current = Session.of(ended)
+    if source.timestamp is not None:
+        # Wait until the session's messages (published before its end) are in the record.
+        await retry_forever(
+            STAGE, "history_progress", partial(progress().wait, int(source.timestamp * 1000)),
+            transient=(Exception,),
+        )  # fmt: skip
     wait = settings.db_retry_max_seconds
     load = partial(collect, current, shared.resources().messages, shared.marks())
     collected = await retry_forever(STAGE, "collect", load, max_backoff=wait)

@@ -169,3 +169,64 @@ async def wait_for_broker(settings: Settings, within: float = 30.0) -> None:
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.5)
+
+
+class HistoryProgress:
+    """How far the history stage has stored ``message-written``, read from the group's
+    committed offsets, so a session end is handled only after its messages are in the record.
+
+    The two input topics are consumed independently, so a ``session-ended`` can overtake the
+    last messages of its session. Every partition is checked (sub-agent messages carry other
+    keys), up to the first record at or after the session end's own timestamp.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topic = settings.topic("message-written")
+        self._consumer: AIOKafkaConsumer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
+
+    async def _clients(self) -> tuple[AIOKafkaConsumer, AIOKafkaAdminClient]:
+        if self._consumer is None or self._admin is None:
+            servers = self.settings.kafka_bootstrap_servers
+            self._consumer = AIOKafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False)
+            await self._consumer.start()
+            self._admin = AIOKafkaAdminClient(bootstrap_servers=servers)
+            await self._admin.start()
+        return self._consumer, self._admin
+
+    async def targets(self, timestamp_ms: int) -> dict[TopicPartition, int]:
+        """Per partition, the offset below which every record predates ``timestamp_ms``."""
+        consumer, _ = await self._clients()
+        tps = [
+            TopicPartition(self.topic, p) for p in await partitions_of(self.settings, self.topic)
+        ]
+        if not tps:
+            return {}
+        end: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+        found = await consumer.offsets_for_times(dict.fromkeys(tps, timestamp_ms))
+        return {tp: found[tp].offset if found[tp] is not None else end[tp] for tp in tps}
+
+    async def stored_up_to(self, targets: dict[TopicPartition, int]) -> bool:
+        _, admin = await self._clients()
+        committed = await admin.list_consumer_group_offsets(
+            self.settings.app_id, partitions=list(targets)
+        )
+        for tp, target in targets.items():
+            meta = committed.get(tp)
+            if target > 0 and (meta is None or meta.offset < target):
+                return False
+        return True
+
+    async def wait(self, timestamp_ms: int, poll: float = 0.5) -> None:
+        """Return once the history stage has committed everything before ``timestamp_ms``."""
+        targets = await self.targets(timestamp_ms)
+        while not await self.stored_up_to(targets):  # noqa: ASYNC110 - polls the broker
+            await asyncio.sleep(poll)
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._consumer.stop()
+        if self._admin is not None:
+            await self._admin.close()

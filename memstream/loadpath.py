@@ -62,7 +62,7 @@ class LoadPath:
         self.settings = settings
         self.resources = resources
         self.router = ProviderRouter(
-            resources.engine, config_cache_seconds=settings.agent_config_cache_seconds
+            resources.engine, settings, config_cache_seconds=settings.agent_config_cache_seconds
         )
         self.agents = self.router.agents
         self.summaries = SummaryStore(resources.engine)
@@ -75,6 +75,7 @@ class LoadPath:
     async def close(self) -> None:
         for task in list(self._background):
             task.cancel()
+        await self.router.close()
         await self.resources.close()
 
     # -- routing -----------------------------------------------------------------------------

@@ -8,9 +8,9 @@ from functools import cache
 from typing import Any
 
 import faust
-from memstream.llm import LLMClient
 
 from memstream.deadletter import DeadLetter, SourceRecord
+from memstream.llm import LLMClient
 from memstream.providers.router import ProviderRouter
 from memstream.runtime import Resources
 from memstream.store.marks import MarkStore
@@ -27,7 +27,7 @@ def resources() -> Resources:
 @cache
 def router() -> ProviderRouter:
     return ProviderRouter(
-        resources().engine, config_cache_seconds=settings.agent_config_cache_seconds
+        resources().engine, settings, config_cache_seconds=settings.agent_config_cache_seconds
     )
 
 

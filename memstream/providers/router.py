@@ -1,28 +1,67 @@
-"""Which long-term provider serves an agent (DESIGN "Long-term memory", routing)."""
+"""Which long-term provider serves an agent (DESIGN "Long-term memory", routing).
+
+The built-in store (``MYSQL``) always exists. MemOS and Mem0 exist when their URL is set
+(``MEMSTREAM_MEMOS_URL``, ``MEMSTREAM_MEM0_URL``); an agent configured for one that is not
+set gets ``ProviderUnavailable`` (on the load path: empty long-term memory, ``degraded``),
+never a silent switch to another store.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.errors import ProviderUnavailable
 from memstream.providers.base import LongTermProvider
+from memstream.providers.mem0 import Mem0Provider
+from memstream.providers.memos import MemOSProvider
 from memstream.providers.mysql import MySQLProvider
 from memstream.store.agents import AgentConfig, AgentConfigStore, Provider
+from memstream.store.schema import agent_config
+
+if TYPE_CHECKING:
+    from memstream.settings import Settings
 
 log = logging.getLogger(__name__)
+
+_SETTING = {"MEMOS": "MEMSTREAM_MEMOS_URL", "MEM0": "MEMSTREAM_MEM0_URL"}
 
 
 class ProviderRouter:
     """Agent configs (cached briefly) and the provider each one names."""
 
-    def __init__(self, engine: AsyncEngine, *, config_cache_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        settings: Settings | None = None,
+        *,
+        config_cache_seconds: float = 5.0,
+    ) -> None:
+        self._engine = engine
         self.agents = AgentConfigStore(engine)
         self.builtin = MySQLProvider(engine)
         self._ttl = config_cache_seconds
         self._configs: dict[tuple[str, str], tuple[float, AgentConfig | None]] = {}
+        self.memos: MemOSProvider | None = None
+        self.mem0: Mem0Provider | None = None
+        if settings is not None and settings.memos_url.strip():
+            self.memos = MemOSProvider(
+                settings.memos_url,
+                settings.memos_api_key.get_secret_value(),
+                agents_of=self.tenant_agent_ids,
+            )
+        if settings is not None and settings.mem0_url.strip():
+            self.mem0 = Mem0Provider(settings.mem0_url, settings.mem0_api_key.get_secret_value())
+
+    async def close(self) -> None:
+        """Close the external providers' HTTP clients."""
+        for provider in (self.memos, self.mem0):
+            if provider is not None:
+                await provider.aclose()
 
     async def config(self, tenant_id: str, agent_id: str | None) -> AgentConfig | None:
         """The agent's configuration (None when unknown or no agent)."""
@@ -41,9 +80,18 @@ class ProviderRouter:
         return config
 
     def named(self, name: Provider | None) -> LongTermProvider:
+        """The provider called ``name`` (built-in when None); raises ``ProviderUnavailable``
+        for an external provider this deployment has no URL for."""
         if name in (None, "MYSQL"):
             return self.builtin
-        raise ProviderUnavailable(f"long-term provider {name} is not available in this deployment")
+        if name == "MEMOS" and self.memos is not None:
+            return self.memos
+        if name == "MEM0" and self.mem0 is not None:
+            return self.mem0
+        setting = _SETTING.get(str(name))
+        if setting is None:
+            raise ProviderUnavailable(f"unknown long-term provider {name}")
+        raise ProviderUnavailable(f"{name} is not configured ({setting})")
 
     async def for_agent(self, tenant_id: str, agent_id: str | None) -> LongTermProvider:
         """Built-in when the provider is unset, the agent unknown or its config unreadable."""
@@ -54,9 +102,36 @@ class ProviderRouter:
             config = None
         return self.named(config.long_memory_provider if config else None)
 
+    async def tenant_agents(self, tenant_id: str) -> list[tuple[str, Provider | None]]:
+        """(agent id, configured provider) of every configured agent of the tenant."""
+        query = (
+            select(agent_config.c.agent_id, agent_config.c.long_memory_provider)
+            .where(agent_config.c.tenant_id == tenant_id)
+            .order_by(agent_config.c.agent_id)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [(row.agent_id, row.long_memory_provider) for row in rows]
+
+    async def tenant_agent_ids(self, tenant_id: str) -> list[str]:
+        """Ids of every configured agent of the tenant (MemOS cannot list a user's cubes)."""
+        return [agent for agent, _ in await self.tenant_agents(tenant_id)]
+
     async def for_tenant(self, tenant_id: str) -> list[LongTermProvider]:
-        """Every provider the tenant's agents use (the built-in store always)."""
-        return [self.builtin]
+        """The built-in store, plus every configured external provider that one of the
+        tenant's agents uses."""
+        providers: list[LongTermProvider] = [self.builtin]
+        used = {name for _, name in await self.tenant_agents(tenant_id) if name}
+        for name in ("MEMOS", "MEM0"):
+            if name not in used:
+                continue
+            try:
+                provider = self.named(name)
+            except ProviderUnavailable as exc:
+                log.warning("tenant agents use %s, which this deployment lacks: %s", name, exc)
+                continue
+            providers.append(provider)
+        return providers
 
 
 def provider_name(config: AgentConfig | None) -> Provider:

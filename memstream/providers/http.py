@@ -1,0 +1,276 @@
+"""What the HTTP long-term providers (MemOS, Mem0) share: one pooled ``httpx.AsyncClient`` per
+provider, bounded retries for calls that are safe to repeat, and per-call metrics.
+
+Every failure is a ``ProviderCallFailed`` (a ``ProviderUnavailable``): HTTP error status,
+timeout, connection error, a body that is not JSON, or a reply the adapter's parser refuses
+(an error envelope, a malformed shape). ``retryable`` says whether repeating the same request
+can help (network errors, 5xx, 429); the adapters decide which calls may be repeated at all.
+
+Timeouts are not retried: a server that did not answer within the timeout will not answer
+faster the second time, and on the load path a retry would only double the wait.
+
+API keys travel in headers only; no message here ever contains a header, so a key is never
+logged or put into an exception.
+
+Metrics (label values are bounded: provider names and call names, never ids):
+    ``memstream_provider_seconds{provider,call}``   latency of a logical call, retries included
+    ``memstream_provider_failures_total{provider,call}``   logical calls that failed (after
+    their retries); a search counted here is what the load path reports as ``degraded``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import httpx
+from prometheus_client import Counter, Histogram
+
+from memstream.errors import ConfigurationError, ProviderUnavailable
+from memstream.providers.base import MEMORY_TYPES, USER_PROFILE, NewMemory
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+PROVIDER_SECONDS = Histogram(
+    "memstream_provider_seconds",
+    "Long-term provider call latency (retries included), by provider and call.",
+    ["provider", "call"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+PROVIDER_FAILURES = Counter(
+    "memstream_provider_failures_total",
+    "Long-term provider calls that failed after their retries, by provider and call.",
+    ["provider", "call"],
+)
+
+_SNIPPET_CHARS = 200
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class ProviderCallFailed(ProviderUnavailable):
+    """One provider call failed; ``retryable`` says whether repeating it may help and
+    ``status`` is the HTTP status when there was an answer."""
+
+    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+
+
+def snippet(value: object) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "..."
+
+
+def base_url_of(url: str, what: str) -> str:
+    base = url.strip().rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise ConfigurationError(f"the {what} URL must be http(s)://..., got {url!r}")
+    return base
+
+
+class ProviderHttp:
+    """A pooled client on one provider's base URL with metrics and bounded retries."""
+
+    def __init__(
+        self,
+        provider: str,
+        base_url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 5.0,
+        connect_timeout: float = 2.0,
+        attempts: int = 3,
+        backoff_seconds: float = 0.1,
+        max_connections: int = 64,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if timeout <= 0 or connect_timeout <= 0:
+            raise ConfigurationError(f"{provider} timeouts must be positive")
+        if attempts < 1:
+            raise ConfigurationError(f"{provider} attempts must be at least 1")
+        self.provider = provider
+        self.base_url = base_url
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.attempts = attempts
+        self.backoff_seconds = backoff_seconds
+        self._client = httpx.AsyncClient(
+            base_url=base_url,
+            headers={"Accept": "application/json", **(headers or {})},
+            timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections // 4
+            ),
+            transport=transport,
+        )
+
+    def __repr__(self) -> str:  # never the headers: they hold the API key
+        return f"ProviderHttp({self.provider!r}, {self.base_url!r})"
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def call(
+        self,
+        call: str,
+        method: str,
+        path: str,
+        parse: Callable[[Any], T],
+        *,
+        json: Any = None,
+        params: Mapping[str, str] | None = None,
+        retry: bool = True,
+        attempts: int | None = None,
+        seconds: float | None = None,
+    ) -> T:
+        """One logical call: the request (repeated on retryable failures when ``retry``),
+        its JSON body handed to ``parse``; ``parse`` raises ``ProviderCallFailed`` to refuse.
+        ``seconds`` overrides the client's timeout for this call."""
+        tries = (attempts or self.attempts) if retry else 1
+        started = time.perf_counter()
+        try:
+            for attempt in range(tries):
+                try:
+                    return await self._once(method, path, parse, json, params, seconds)
+                except ProviderCallFailed as exc:
+                    if not exc.retryable or attempt + 1 >= tries:
+                        raise
+                    delay = self.backoff_seconds * (2**attempt) * (0.5 + random.random())
+                    log.info(
+                        "%s %s failed (%s); retry %d in %.2fs",
+                        self.provider,
+                        call,
+                        exc,
+                        attempt + 1,
+                        delay,
+                    )
+                    await asyncio.sleep(delay)
+            raise AssertionError("unreachable")  # pragma: no cover
+        except ProviderCallFailed:
+            PROVIDER_FAILURES.labels(self.provider, call).inc()
+            raise
+        finally:
+            PROVIDER_SECONDS.labels(self.provider, call).observe(time.perf_counter() - started)
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        parse: Callable[[Any], T],
+        json: Any,
+        params: Mapping[str, str] | None,
+        seconds: float | None,
+    ) -> T:
+        within = seconds or self.timeout
+        where = f"{self.provider} {method} {path}"
+        try:
+            # httpx times each phase; the outer bound also stops a server that trickles bytes.
+            async with asyncio.timeout(within):
+                response = await self._client.request(
+                    method,
+                    path,
+                    json=json,
+                    params=params,
+                    timeout=httpx.Timeout(within, connect=min(self.connect_timeout, within)),
+                )
+        except (TimeoutError, httpx.TimeoutException):
+            raise ProviderCallFailed(
+                f"{where} did not answer within {within:g}s", retryable=False
+            ) from None
+        except httpx.HTTPError as exc:
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise ProviderCallFailed(
+                f"{where} is not reachable: {detail}", retryable=True
+            ) from None
+        if response.is_error:
+            raise ProviderCallFailed(
+                f"{where} answered HTTP {response.status_code}: {snippet(response.text)}",
+                retryable=response.status_code in _RETRY_STATUS,
+                status=response.status_code,
+            )
+        try:
+            body = response.json()
+        except ValueError:
+            raise ProviderCallFailed(
+                f"{where} answered a body that is not JSON: {snippet(response.text)!r}",
+                retryable=False,
+                status=response.status_code,
+            ) from None
+        try:
+            return parse(body)
+        except ProviderCallFailed:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise ProviderCallFailed(
+                f"{where} answered a malformed reply ({type(exc).__name__}: {exc}): "
+                f"{snippet(body)}",
+                retryable=False,
+                status=response.status_code,
+            ) from None
+
+
+def clamp01(value: object) -> float | None:
+    """A score as a float in [0, 1]; None when it is not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        return None
+    return min(1.0, max(0.0, number))
+
+
+def parse_time(value: object) -> datetime | None:
+    """An ISO 8601 time (naive means UTC) or epoch seconds, as an aware datetime."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(float(value), UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+
+
+def escape_part(part: str) -> str:
+    """One component of a namespaced id, with ``%`` and ``:`` escaped so that joining
+    components with ``:`` is injective (tenant ``a:b`` + user ``c`` never equals tenant ``a``
+    + user ``b:c``)."""
+    return part.replace("%", "%25").replace(":", "%3A")
+
+
+def namespaced(*parts: str) -> str:
+    return ":".join(escape_part(p) for p in parts)
+
+
+def importance_of(value: object) -> int:
+    """An importance in 1..10 from whatever a server kept (5 when it kept nothing usable)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return 5
+    try:
+        return min(10, max(1, int(float(value))))
+    except (ValueError, OverflowError):
+        return 5
+
+
+def validate_new(memory: NewMemory) -> None:
+    """What every provider refuses to store (the built-in store's rules)."""
+    if memory.memory_type not in MEMORY_TYPES:
+        raise ValueError(f"unknown memory_type {memory.memory_type!r}")
+    if memory.cube_id != USER_PROFILE and not memory.cube_id.startswith("agent_"):
+        raise ValueError(f"cube_id must be {USER_PROFILE!r} or 'agent_<agent_id>'")
+    if not memory.content.strip():
+        raise ValueError("memory content is empty")

@@ -1,0 +1,435 @@
+"""The Mem0 provider against a real local HTTP server speaking the Mem0 REST API (a small
+FastAPI app under uvicorn with in-memory state): request shapes, tenant namespacing, scopes,
+score normalisation, failures, slow replies, idempotent adds and ownership on delete."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import REGISTRY
+
+from memstream.errors import ProviderUnavailable
+from memstream.providers.base import NewMemory
+from memstream.providers.mem0 import Mem0Provider, mem0_user, normalise_score
+from tests.integration.test_memos_provider import Seen, relevance, serve
+from tests.support import free_port
+
+pytestmark = pytest.mark.integration
+
+MEM0_KEY = "mem0-secret-key-456"
+
+
+@dataclass
+class Mem0State:
+    """In-memory Mem0: memories by id, every request seen, and knobs for misbehaviour."""
+
+    memories: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requests: list[Seen] = field(default_factory=list)
+    delay: dict[str, float] = field(default_factory=dict)
+    http_error: dict[str, int] = field(default_factory=dict)
+    fail_next: dict[str, int] = field(default_factory=dict)
+    malformed: set[str] = field(default_factory=set)
+    score_kind: str = "similarity"  # "distance": answer 1 - similarity, lower is better
+    score: dict[str, float] = field(default_factory=dict)  # id -> forced raw score
+    store_then_fail: bool = False
+    counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def reset(self) -> None:
+        fresh = Mem0State()
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))
+
+    def seed(
+        self,
+        user_id: str,
+        text: str,
+        *,
+        agent_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        age_seconds: int = 0,
+    ) -> str:
+        memory_id = f"m0-{next(self.counter)}"
+        created = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(seconds=age_seconds)
+        self.memories[memory_id] = {
+            "id": memory_id,
+            "memory": text,
+            "hash": str(hash(text)),
+            "metadata": metadata,
+            "created_at": created.isoformat(),
+            "updated_at": None,
+            "user_id": user_id,
+            **({"agent_id": agent_id} if agent_id else {}),
+        }
+        return memory_id
+
+    def calls(self, method: str, prefix: str) -> list[Seen]:
+        return [r for r in self.requests if r.method == method and r.path.startswith(prefix)]
+
+    def texts(self, user_id: str) -> list[str]:
+        return sorted(m["memory"] for m in self.memories.values() if m["user_id"] == user_id)
+
+
+def mem0_app(state: Mem0State) -> FastAPI:
+    app = FastAPI()
+
+    def route(method: str, path: str) -> str:
+        return f"{method} {'/memories/{id}' if path.startswith('/memories/') else path}"
+
+    @app.middleware("http")
+    async def prelude(request: Request, call_next: Any) -> Response:
+        raw = await request.body()
+        body = json.loads(raw) if raw else None
+        key = route(request.method, request.url.path)
+        query = dict(request.query_params)
+        seen = Seen(request.method, request.url.path, body or query or None, dict(request.headers))
+        state.requests.append(seen)
+        if request.headers.get("x-api-key") != MEM0_KEY:
+            return JSONResponse({"detail": "Invalid API key"}, 401)
+        if key in state.delay:
+            await asyncio.sleep(state.delay[key])
+        if state.fail_next.get(key):
+            state.fail_next[key] -= 1
+            return JSONResponse({"detail": "temporarily unavailable"}, 503)
+        if key in state.http_error:
+            return JSONResponse({"detail": "boom"}, state.http_error[key])
+        if key in state.malformed:
+            return JSONResponse({"results": "not a list"})
+        response: Response = await call_next(request)
+        return response
+
+    def matches(memory: dict[str, Any], filters: dict[str, Any]) -> bool:
+        return all(memory.get(k) == v for k, v in filters.items())
+
+    @app.post("/memories")
+    async def add(request: Request) -> JSONResponse:
+        body = await request.json()
+        if not any(body.get(k) for k in ("user_id", "agent_id", "run_id")):
+            return JSONResponse({"detail": "At least one identifier is required."}, 400)
+        results = []
+        for message in body["messages"]:
+            if message["role"] == "system":
+                continue
+            memory_id = state.seed(
+                body["user_id"],
+                message["content"],
+                agent_id=body.get("agent_id"),
+                metadata=body.get("metadata"),
+            )
+            state.memories[memory_id]["created_at"] = datetime.now(UTC).isoformat()
+            results.append({"id": memory_id, "memory": message["content"], "event": "ADD"})
+        if state.store_then_fail:
+            state.store_then_fail = False
+            return JSONResponse({"detail": "gateway timeout"}, 503)
+        return JSONResponse({"results": results})
+
+    @app.post("/search")
+    async def search(request: Request) -> JSONResponse:
+        body = await request.json()
+        threshold = body.get("threshold")
+        scored = []
+        for memory in state.memories.values():
+            if not matches(memory, body["filters"]):
+                continue
+            similarity = state.score.get(memory["id"], relevance(body["query"], memory["memory"]))
+            raw = 1.0 - similarity if state.score_kind == "distance" else similarity
+            if threshold is not None and raw < threshold:
+                continue
+            scored.append((similarity, {**memory, "score": raw}))
+        scored.sort(key=lambda pair: -pair[0])
+        return JSONResponse({"results": [m for _, m in scored[: body["top_k"]]]})
+
+    @app.get("/memories")
+    async def get_all(request: Request) -> JSONResponse:
+        filters = {k: v for k, v in request.query_params.items() if k in ("user_id", "agent_id")}
+        if not filters:
+            return JSONResponse({"detail": "At least one identifier is required."}, 400)
+        found = [m for m in state.memories.values() if matches(m, filters)]
+        return JSONResponse({"results": found[: int(request.query_params.get("limit", 100))]})
+
+    @app.get("/memories/{memory_id}")
+    async def get_one(memory_id: str) -> JSONResponse:
+        return JSONResponse(state.memories.get(memory_id))
+
+    @app.delete("/memories/{memory_id}")
+    async def delete(memory_id: str) -> JSONResponse:
+        if state.memories.pop(memory_id, None) is None:
+            return JSONResponse({"detail": f"Memory with id {memory_id} not found"}, 500)
+        return JSONResponse({"message": "Memory deleted successfully"})
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def mem0_server() -> Iterator[tuple[str, Mem0State]]:
+    state = Mem0State()
+    with serve(mem0_app(state)) as url:
+        yield url, state
+
+
+@pytest.fixture
+async def mem0(mem0_server: tuple[str, Mem0State]) -> AsyncIterator[tuple[Mem0Provider, Mem0State]]:
+    url, state = mem0_server
+    state.reset()
+    provider = Mem0Provider(url, MEM0_KEY, timeout=0.5, backoff_seconds=0.01)
+    yield provider, state
+    await provider.aclose()
+
+
+def failures(call: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "memstream_provider_failures_total", {"provider": "MEM0", "call": call}
+    )
+    return value or 0.0
+
+
+def new(content: str, cube: str = "user_profile", **fields: Any) -> NewMemory:
+    values: dict[str, Any] = {
+        "tenant_id": "t1",
+        "user_id": "u1",
+        "agent_id": "a1",
+        "cube_id": cube,
+        "memory_type": "text_mem",
+        "content": content,
+        "importance": 8,
+        "source_event_ids": ("e1",),
+    }
+    values.update(fields)
+    return NewMemory(**values)
+
+
+USER = mem0_user("t1", "u1")
+
+
+def test_score_normalisation() -> None:
+    assert normalise_score(0.8, "similarity") == 0.8
+    assert normalise_score(1.3, "similarity") == 1.0
+    assert normalise_score(-0.2, "similarity") == 0.0
+    assert normalise_score(0.2, "distance") == 0.8
+    assert normalise_score(1.6, "distance") == 0.0
+    assert normalise_score(3.0, "unbounded") == 0.75
+    assert normalise_score(float("nan"), "similarity") == 0.0
+    assert normalise_score(None, "similarity") == 0.0
+    assert normalise_score(True, "similarity") == 0.0
+
+
+async def test_search_scopes_and_request_shape(mem0: tuple[Mem0Provider, Mem0State]) -> None:
+    provider, state = mem0
+    profile = state.seed(USER, "The user drinks green tea", metadata={"memory_type": "pref_mem"})
+    agent = state.seed(USER, "Recommend green tea blends", agent_id="a1")
+    other_agent = state.seed(USER, "green tea for agent two", agent_id="a2")
+    state.seed(mem0_user("t2", "u1"), "The user drinks green tea")
+    state.seed(mem0_user("t1", "u2"), "The user drinks green tea")
+    state.seed(USER, "The user owns a bicycle")
+
+    found = await provider.search("t1", "u1", "a1", "green tea", top_k=4)
+
+    bodies = sorted(
+        (r.body for r in state.calls("POST", "/search")), key=lambda b: len(b["filters"])
+    )
+    assert bodies == [
+        {"query": "green tea", "filters": {"user_id": "t1:u1"}, "top_k": 12, "threshold": 0.45},
+        {
+            "query": "green tea",
+            "filters": {"user_id": "t1:u1", "agent_id": "a1"},
+            "top_k": 4,
+            "threshold": 0.45,
+        },
+    ]
+    assert all(r.headers["x-api-key"] == MEM0_KEY for r in state.requests)
+    assert all(r.headers["authorization"] == f"Bearer {MEM0_KEY}" for r in state.requests)
+    by_id = {m.id: m for m in found}
+    assert set(by_id) == {profile, agent}  # the other agent's memory is not this agent's
+    assert other_agent not in by_id
+    assert by_id[profile].cube_id == "user_profile" and by_id[profile].memory_type == "pref_mem"
+    assert by_id[profile].agent_id is None
+    assert by_id[agent].cube_id == "agent_a1" and by_id[agent].agent_id == "a1"
+    assert by_id[agent].tenant_id == "t1" and by_id[agent].user_id == "u1"
+    assert [m.score for m in found] == sorted((m.score for m in found), reverse=True)
+    assert all(0.0 <= m.score <= 1.0 for m in found)
+
+
+async def test_distance_scores_are_normalised(mem0_server: tuple[str, Mem0State]) -> None:
+    url, state = mem0_server
+    state.reset()
+    state.score_kind = "distance"
+    close = state.seed(USER, "close")
+    far = state.seed(USER, "far")
+    useless = state.seed(USER, "useless")
+    state.score.update({close: 0.9, far: 0.5, useless: 0.1})  # similarities
+    provider = Mem0Provider(url, MEM0_KEY, score_kind="distance", backoff_seconds=0.01)
+    try:
+        found = await provider.search("t1", "u1", None, "anything", top_k=5)
+    finally:
+        await provider.aclose()
+    assert [(m.id, m.score) for m in found] == [(close, 0.9), (far, 0.5)]
+    [seen] = state.calls("POST", "/search")
+    assert "threshold" not in seen.body  # Mem0 would compare it with a distance
+
+
+async def test_search_failures_raise(mem0: tuple[Mem0Provider, Mem0State]) -> None:
+    provider, state = mem0
+    state.seed(USER, "green tea")
+    before = failures("search")
+
+    state.http_error["POST /search"] = 500
+    with pytest.raises(ProviderUnavailable, match="HTTP 500"):
+        await provider.search("t1", "u1", None, "green tea")
+    assert len(state.calls("POST", "/search")) == 2  # one retry
+    state.http_error.clear()
+
+    state.malformed.add("POST /search")
+    with pytest.raises(ProviderUnavailable, match="instead of a list"):
+        await provider.search("t1", "u1", None, "green tea")
+    state.malformed.clear()
+
+    state.delay["POST /search"] = 2.0
+    started = time.monotonic()
+    with pytest.raises(ProviderUnavailable, match="did not answer"):
+        await provider.search("t1", "u1", None, "green tea")
+    assert time.monotonic() - started < 1.5
+    state.delay.clear()
+    assert failures("search") == before + 3
+
+    state.fail_next["POST /search"] = 1
+    assert [m.content for m in await provider.search("t1", "u1", None, "green tea")] == [
+        "green tea"
+    ]
+
+    down = Mem0Provider(f"http://127.0.0.1:{free_port()}", MEM0_KEY, backoff_seconds=0.01)
+    try:
+        with pytest.raises(ProviderUnavailable, match="not reachable"):
+            await down.search("t1", "u1", None, "tea")
+    finally:
+        await down.aclose()
+
+
+async def test_add_stores_as_is_and_never_twice(mem0: tuple[Mem0Provider, Mem0State]) -> None:
+    provider, state = mem0
+    [profile] = await provider.add([new("The user likes jazz", memory_type="pref_mem")])
+    [agent] = await provider.add([new("Suggest jazz playlists", cube="agent_a1")])
+
+    adds = [r.body for r in state.calls("POST", "/memories")]
+    assert adds[0] == {
+        "messages": [{"role": "user", "content": "The user likes jazz"}],
+        "user_id": "t1:u1",
+        "metadata": {
+            "memstream_tenant": "t1",
+            "memstream_cube": "user_profile",
+            "memstream_key": profile.extra["memstream_key"],
+            "memory_type": "pref_mem",
+            "importance": 8,
+            "source_event_ids": ["e1"],
+        },
+        "infer": False,
+    }
+    assert "agent_id" not in adds[0]
+    assert adds[1]["agent_id"] == "a1" and adds[1]["metadata"]["memstream_cube"] == "agent_a1"
+    assert profile.id in state.memories and agent.id in state.memories
+    assert (profile.cube_id, profile.memory_type, profile.importance) == (
+        "user_profile",
+        "pref_mem",
+        8,
+    )
+    assert agent.cube_id == "agent_a1" and agent.agent_id == "a1"
+
+    state.requests.clear()
+    again = await provider.add(
+        [new("the user LIKES jazz"), new("Suggest jazz playlists", cube="agent_a1")]
+    )
+    assert [m.id for m in again] == [profile.id, agent.id]
+    assert not state.calls("POST", "/memories")
+    [listing] = state.calls("GET", "/memories")
+    assert listing.body == {"user_id": "t1:u1", "limit": "1000"}
+
+    # Same text, other cube: another memory. A batch repeating itself: once.
+    items = await provider.add(
+        [new("The user likes jazz", cube="agent_a1"), new("The user likes jazz ", cube="agent_a1")]
+    )
+    assert items[0].id == items[1].id != profile.id
+    assert state.texts(USER).count("The user likes jazz") == 2
+
+
+async def test_add_is_repeated_only_after_checking(mem0: tuple[Mem0Provider, Mem0State]) -> None:
+    provider, state = mem0
+    state.store_then_fail = True
+    [item] = await provider.add([new("The user speaks Dutch")])
+    assert len(state.calls("POST", "/memories")) == 1
+    assert state.texts(USER) == ["The user speaks Dutch"] and item.id in state.memories
+
+    state.fail_next["POST /memories"] = 1
+    await provider.add([new("The user speaks Welsh")])
+    assert len(state.calls("POST", "/memories")) == 3
+    assert state.texts(USER) == ["The user speaks Dutch", "The user speaks Welsh"]
+
+    state.http_error["POST /memories"] = 400
+    with pytest.raises(ProviderUnavailable, match="HTTP 400"):
+        await provider.add([new("The user speaks Frisian")])
+    assert len(state.calls("POST", "/memories")) == 4
+
+
+async def test_delete_only_the_tenants_memories(mem0: tuple[Mem0Provider, Mem0State]) -> None:
+    provider, state = mem0
+    mine = state.seed(USER, "one")
+    agent = state.seed(USER, "two", agent_id="a1")
+    theirs = state.seed(mem0_user("t2", "u1"), "three")
+    tricky = state.seed(mem0_user("t1:x", "u1"), "four")
+
+    deleted = await provider.delete("t1", [mine, agent, theirs, tricky, "missing"])
+
+    assert sorted(deleted) == sorted([mine, agent])
+    assert set(state.memories) == {theirs, tricky}
+    removed = sorted(r.path for r in state.calls("DELETE", "/memories/"))
+    assert removed == sorted([f"/memories/{mine}", f"/memories/{agent}"])
+    assert len(state.calls("GET", "/memories/")) == 5
+
+    state.http_error["DELETE /memories/{id}"] = 500
+    other = state.seed(USER, "five")
+    with pytest.raises(ProviderUnavailable):
+        await provider.delete("t1", [other])
+    assert other in state.memories
+
+
+async def test_list_live_and_delete_user(mem0: tuple[Mem0Provider, Mem0State]) -> None:
+    provider, state = mem0
+    old = state.seed(USER, "old", age_seconds=100)
+    new_ = state.seed(USER, "new", age_seconds=1)
+    agent = state.seed(USER, "agent", agent_id="a1", age_seconds=50)
+    other_agent = state.seed(USER, "other agent", agent_id="a2")
+    other_user = state.seed(mem0_user("t1", "u2"), "not mine")
+
+    live = await provider.list_live("t1", "u1", "a1")
+    assert [m.id for m in live] == [new_, agent, old]
+    assert [m.id for m in await provider.list_live("t1", "u1", None)] == [new_, old]
+
+    deleted = await provider.delete_user("t1", "u1")
+    assert sorted(deleted) == sorted([old, new_, agent, other_agent])
+    assert set(state.memories) == {other_user}
+
+    state.http_error["GET /memories"] = 503
+    with pytest.raises(ProviderUnavailable):
+        await provider.list_live("t1", "u1", None)
+
+
+async def test_api_key_is_never_logged(
+    mem0: tuple[Mem0Provider, Mem0State], caplog: pytest.LogCaptureFixture
+) -> None:
+    provider, state = mem0
+    caplog.set_level(logging.DEBUG)
+    state.fail_next["POST /search"] = 1
+    state.http_error["POST /memories"] = 401
+    await provider.search("t1", "u1", None, "tea")
+    with pytest.raises(ProviderUnavailable) as caught:
+        await provider.add([new("x y z")])
+    assert MEM0_KEY not in caplog.text and MEM0_KEY not in str(caught.value)
+    assert MEM0_KEY not in repr(provider)

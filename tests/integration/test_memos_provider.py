@@ -1,0 +1,660 @@
+"""The MemOS provider against a real local HTTP server speaking MemOS's ``/product`` API (a
+small FastAPI app under uvicorn with in-memory state): request shapes, tenant namespacing,
+parsing of every bucket, error envelopes, slow replies, code-200 delete failures, async
+temporary ids, idempotent adds and the retry rules."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import REGISTRY
+
+from memstream.errors import ProviderUnavailable
+from memstream.providers.base import NewMemory
+from memstream.providers.memos import MemOSProvider, memos_cube
+from tests.support import free_port
+
+pytestmark = pytest.mark.integration
+
+MEMOS_KEY = "memos-secret-key-123"
+BUCKETS = ("text_mem", "pref_mem", "skill_mem", "tool_mem")
+
+
+# --- a local HTTP server -------------------------------------------------------------------
+
+
+@contextmanager
+def serve(app: FastAPI) -> Iterator[str]:
+    """Run ``app`` under uvicorn on 127.0.0.1 and a free port; yields its base URL."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the local test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    body: Any
+    headers: dict[str, str]
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+def relevance(query: str, text: str) -> float:
+    wanted = words(query)
+    return len(wanted & words(text)) / len(wanted) if wanted else 0.0
+
+
+# --- a fake MemOS server -------------------------------------------------------------------
+
+
+@dataclass
+class MemOSState:
+    """In-memory MemOS: memories by id, every request seen, and knobs for misbehaviour."""
+
+    memories: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requests: list[Seen] = field(default_factory=list)
+    delay: dict[str, float] = field(default_factory=dict)  # path -> seconds before answering
+    envelope_error: dict[str, int] = field(default_factory=dict)  # path -> code (HTTP 200)
+    http_error: dict[str, int] = field(default_factory=dict)  # path -> HTTP status
+    fail_next: dict[str, int] = field(default_factory=dict)  # path -> 503s before it works
+    malformed: set[str] = field(default_factory=set)  # paths answering a broken shape
+    relativity: dict[str, float] = field(default_factory=dict)  # id -> forced relativity
+    delete_failure: bool = False  # delete_memory answers code 200, status failure
+    add_async: str = ""  # "moved": temporary ids, stored under others; "lost": never stored
+    store_then_fail: bool = False  # the next add stores, then answers 503
+    no_get_memory: bool = False  # an older server without /product/get_memory
+    counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def reset(self) -> None:
+        fresh = MemOSState()
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))
+
+    def seed(
+        self,
+        cube: str,
+        text: str,
+        *,
+        bucket: str = "text_mem",
+        info: dict[str, Any] | None = None,
+        age_seconds: int = 0,
+    ) -> str:
+        memory_id = f"mem-{next(self.counter)}"
+        created = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(seconds=age_seconds)
+        self.memories[memory_id] = {
+            "id": memory_id,
+            "memory": text,
+            "cube": cube,
+            "bucket": bucket,
+            "info": info or {},
+            "created_at": created.isoformat(),
+        }
+        return memory_id
+
+    def calls(self, path: str) -> list[Seen]:
+        return [r for r in self.requests if r.path == path]
+
+    def texts(self, cube: str) -> list[str]:
+        return sorted(m["memory"] for m in self.memories.values() if m["cube"] == cube)
+
+
+def ok(data: Any, message: str = "ok") -> JSONResponse:
+    return JSONResponse({"code": 200, "message": message, "data": data})
+
+
+def memos_app(state: MemOSState) -> FastAPI:
+    app = FastAPI()
+
+    def node(memory: dict[str, Any], score: float | None) -> dict[str, Any]:
+        metadata: dict[str, Any] = {
+            "memory_type": "LongTermMemory",
+            "created_at": memory["created_at"],
+            "info": memory["info"],
+            "status": "activated",
+        }
+        if score is not None:
+            metadata["relativity"] = score
+        return {"id": memory["id"], "memory": memory["memory"], "metadata": metadata}
+
+    @app.middleware("http")
+    async def prelude(request: Request, call_next: Any) -> Response:
+        raw = await request.body()
+        body = json.loads(raw) if raw else None
+        path = request.url.path
+        state.requests.append(Seen(request.method, path, body, dict(request.headers)))
+        if request.headers.get("authorization") != f"Bearer {MEMOS_KEY}":
+            return JSONResponse({"code": 401, "message": "bad key", "data": None}, 401)
+        if path in state.delay:
+            await asyncio.sleep(state.delay[path])
+        if state.fail_next.get(path):
+            state.fail_next[path] -= 1
+            return JSONResponse({"detail": "temporarily unavailable"}, 503)
+        if path in state.http_error:
+            return JSONResponse({"detail": "server error"}, state.http_error[path])
+        if path in state.envelope_error:
+            code = state.envelope_error[path]
+            return JSONResponse({"code": code, "message": "backend failure", "data": None})
+        if path in state.malformed:
+            return ok(["not", "an", "object"])
+        if path == "/product/get_memory" and state.no_get_memory:
+            return JSONResponse({"detail": "Not Found"}, 404)
+        response: Response = await call_next(request)
+        return response
+
+    @app.post("/product/search")
+    async def search(request: Request) -> JSONResponse:
+        body = await request.json()
+        data: dict[str, Any] = {b: [] for b in BUCKETS}
+        data["pref_note"] = ""
+        for cube in body["readable_cube_ids"]:
+            for bucket in BUCKETS:
+                scored = []
+                for memory in state.memories.values():
+                    if memory["cube"] != cube or memory["bucket"] != bucket:
+                        continue
+                    score = state.relativity.get(
+                        memory["id"], relevance(body["query"], memory["memory"])
+                    )
+                    if score >= body["relativity"]:
+                        scored.append((score, memory))
+                scored.sort(key=lambda pair: -pair[0])
+                limit = body["pref_top_k"] if bucket == "pref_mem" else body["top_k"]
+                nodes = [node(m, s) for s, m in scored[:limit]]
+                data[bucket].append({"cube_id": cube, "memories": nodes})
+        return ok(data)
+
+    @app.post("/product/add")
+    async def add(request: Request) -> JSONResponse:
+        body = await request.json()
+        (cube,) = body["writable_cube_ids"]
+        out = []
+        for message in body["messages"]:
+            temporary = f"tmp-{next(state.counter)}"
+            if state.add_async == "lost":
+                memory_id = temporary
+            else:
+                memory_id = state.seed(cube, message["content"], info=body.get("info"))
+                state.memories[memory_id]["created_at"] = datetime.now(UTC).isoformat()
+            answered = temporary if state.add_async else memory_id
+            out.append(
+                {
+                    "memory": message["content"],
+                    "memory_id": answered,
+                    "memory_type": "LongTermMemory",
+                    "cube_id": cube,
+                }
+            )
+        if state.store_then_fail:
+            state.store_then_fail = False
+            return JSONResponse({"detail": "gateway timeout"}, 503)
+        return ok(out, "Memory added successfully")
+
+    @app.post("/product/get_user_names_by_memory_ids")
+    async def owners(request: Request) -> JSONResponse:
+        body = await request.json()
+        found = {
+            i: state.memories[i]["cube"] if i in state.memories else None
+            for i in body["memory_ids"]
+        }
+        return ok(found)
+
+    @app.post("/product/delete_memory")
+    async def delete(request: Request) -> JSONResponse:
+        body = await request.json()
+        if state.delete_failure:
+            return ok({"status": "failure"}, "Failed to delete memories")
+        for memory_id in body["memory_ids"]:
+            memory = state.memories.get(memory_id)
+            if memory is not None and memory["cube"] in body["writable_cube_ids"]:
+                del state.memories[memory_id]
+        return ok({"status": "success"}, "Memories deleted successfully")
+
+    @app.post("/product/get_memory")
+    async def get_memory(request: Request) -> JSONResponse:
+        body = await request.json()
+        cube = body["mem_cube_id"]
+        mine = [m for m in state.memories.values() if m["cube"] == cube]
+        text = [node(m, None) for m in mine if m["bucket"] == "text_mem"]
+        pref = [node(m, None) for m in mine if m["bucket"] == "pref_mem"]
+        return ok(
+            {
+                "text_mem": [
+                    {
+                        "cube_id": cube,
+                        "memories": {"nodes": text, "edges": []},
+                        "total_nodes": len(text),
+                        "total_edges": 0,
+                    }
+                ],
+                "pref_mem": [{"cube_id": cube, "memories": pref, "total_nodes": len(pref)}],
+            }
+        )
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def memos_server() -> Iterator[tuple[str, MemOSState]]:
+    state = MemOSState()
+    with serve(memos_app(state)) as url:
+        yield url, state
+
+
+@pytest.fixture
+async def memos(
+    memos_server: tuple[str, MemOSState],
+) -> AsyncIterator[tuple[MemOSProvider, MemOSState]]:
+    url, state = memos_server
+    state.reset()
+    provider = MemOSProvider(
+        url,
+        MEMOS_KEY,
+        timeout=0.5,
+        confirm_delays=(0.05, 0.1),
+        backoff_seconds=0.01,
+        agents_of=agents_of,
+    )
+    yield provider, state
+    await provider.aclose()
+
+
+async def agents_of(tenant_id: str) -> list[str]:
+    return ["a1", "a2"]
+
+
+def failures(call: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "memstream_provider_failures_total", {"provider": "MEMOS", "call": call}
+    )
+    return value or 0.0
+
+
+def new(content: str, cube: str = "user_profile", **fields: Any) -> NewMemory:
+    values: dict[str, Any] = {
+        "tenant_id": "t1",
+        "user_id": "u1",
+        "agent_id": "a1",
+        "cube_id": cube,
+        "memory_type": "text_mem",
+        "content": content,
+        "importance": 7,
+        "source_event_ids": ("e1", "e2"),
+    }
+    values.update(fields)
+    return NewMemory(**values)
+
+
+PROFILE = memos_cube("t1", "u1", "user_profile")
+AGENT = memos_cube("t1", "u1", "agent_a1")
+
+
+# --- search --------------------------------------------------------------------------------
+
+
+async def test_namespaces_are_injective() -> None:
+    assert PROFILE == "t1:u1:user_profile"
+    assert memos_cube("a:b", "c", "user_profile") != memos_cube("a", "b:c", "user_profile")
+    assert memos_cube("a:b", "c", "user_profile") == "a%3Ab:c:user_profile"
+
+
+async def test_search_sends_the_documented_request_and_parses_every_bucket(
+    memos: tuple[MemOSProvider, MemOSState],
+) -> None:
+    provider, state = memos
+    tea = state.seed(PROFILE, "The user drinks green tea every morning")
+    state.seed(PROFILE, "The user has a cat")
+    pref = state.seed(PROFILE, "Prefers tea without sugar", bucket="pref_mem")
+    skill = state.seed(AGENT, "Brew tea at 80 degrees for green tea", bucket="skill_mem")
+    tool = state.seed(AGENT, "Use the tea timer tool", bucket="tool_mem")
+    # The same words in another tenant's and another user's cubes must never show up.
+    state.seed(memos_cube("t2", "u1", "user_profile"), "The user drinks green tea every morning")
+    state.seed(memos_cube("t1", "u2", "user_profile"), "The user drinks green tea every morning")
+    state.relativity[tool] = 1.7  # out of range: clamped
+
+    found = await provider.search("t1", "u1", "a1", "green tea morning", top_k=5)
+
+    [seen] = state.calls("/product/search")
+    assert seen.method == "POST"
+    assert seen.headers["authorization"] == f"Bearer {MEMOS_KEY}"
+    assert seen.body == {
+        "query": "green tea morning",
+        "user_id": "t1:u1",
+        "readable_cube_ids": [PROFILE, AGENT],
+        "mode": "fast",
+        "top_k": 5,
+        "relativity": 0.45,
+        "dedup": "mmr",
+        "include_preference": True,
+        "pref_top_k": 6,
+    }
+    by_id = {m.id: m for m in found}
+    assert set(by_id) == {tea, skill, tool}  # the cat and the sugar score below 0.45
+    assert by_id[tea].cube_id == "user_profile" and by_id[tea].memory_type == "text_mem"
+    assert by_id[skill].cube_id == "agent_a1" and by_id[skill].memory_type == "skill_mem"
+    assert by_id[skill].agent_id == "a1"
+    assert by_id[tool].memory_type == "tool_mem" and by_id[tool].score == 1.0
+    assert by_id[tea].score == 1.0 and by_id[tea].tenant_id == "t1" and by_id[tea].user_id == "u1"
+    assert by_id[tea].extra["memos_memory_type"] == "LongTermMemory"
+    assert [m.score for m in found] == sorted((m.score for m in found), reverse=True)
+    assert all(0.0 <= m.score <= 1.0 for m in found)
+    assert pref not in by_id
+
+    # Preference memories come back in their own bucket; no agent: the profile cube only.
+    prefs = await provider.search("t1", "u1", None, "tea sugar", top_k=5)
+    assert state.calls("/product/search")[-1].body["readable_cube_ids"] == [PROFILE]
+    assert {m.id: m.memory_type for m in prefs}[pref] == "pref_mem"
+
+
+async def test_search_keeps_top_k_per_cube(memos: tuple[MemOSProvider, MemOSState]) -> None:
+    provider, state = memos
+    for i in range(4):
+        state.seed(PROFILE, f"tea fact {i}")
+        state.seed(PROFILE, f"tea preference {i}", bucket="pref_mem")
+        state.seed(AGENT, f"tea skill {i}", bucket="skill_mem")
+    found = await provider.search("t1", "u1", "a1", "tea", top_k=2)
+    assert sorted(m.cube_id for m in found) == ["agent_a1"] * 2 + ["user_profile"] * 2
+
+
+async def test_search_failures_raise_and_are_counted(
+    memos: tuple[MemOSProvider, MemOSState],
+) -> None:
+    provider, state = memos
+    state.seed(PROFILE, "green tea")
+    path = "/product/search"
+
+    state.envelope_error[path] = 500  # code 500 under HTTP 200
+    before = failures("search")
+    with pytest.raises(ProviderUnavailable, match="code 500"):
+        await provider.search("t1", "u1", None, "green tea")
+    assert failures("search") == before + 1
+    assert len(state.calls(path)) == 2  # a 5xx code is worth one more try on search
+    state.envelope_error.clear()
+
+    state.envelope_error[path] = 400  # a refusal: not repeated
+    with pytest.raises(ProviderUnavailable, match="code 400"):
+        await provider.search("t1", "u1", None, "green tea")
+    assert len(state.calls(path)) == 3
+    state.envelope_error.clear()
+
+    state.http_error[path] = 500
+    with pytest.raises(ProviderUnavailable, match="HTTP 500"):
+        await provider.search("t1", "u1", None, "green tea")
+    state.http_error.clear()
+
+    state.malformed.add(path)
+    with pytest.raises(ProviderUnavailable, match="not an object"):
+        await provider.search("t1", "u1", None, "green tea")
+    state.malformed.clear()
+
+    state.delay[path] = 2.0  # beyond the 0.5 s client timeout: no retry either
+    started = time.monotonic()
+    with pytest.raises(ProviderUnavailable, match=r"did not answer within 0\.5s"):
+        await provider.search("t1", "u1", None, "green tea")
+    assert time.monotonic() - started < 1.5
+    state.delay.clear()
+    assert failures("search") == before + 5
+
+    # Back to normal: the pooled client still works.
+    assert [m.content for m in await provider.search("t1", "u1", None, "green tea")] == [
+        "green tea"
+    ]
+
+
+async def test_search_retries_a_transient_failure(
+    memos: tuple[MemOSProvider, MemOSState],
+) -> None:
+    provider, state = memos
+    state.seed(PROFILE, "green tea")
+    state.fail_next["/product/search"] = 1
+    found = await provider.search("t1", "u1", None, "green tea")
+    assert [m.content for m in found] == ["green tea"]
+    assert len(state.calls("/product/search")) == 2
+
+
+async def test_unreachable_server_raises() -> None:
+    provider = MemOSProvider(f"http://127.0.0.1:{free_port()}", MEMOS_KEY, backoff_seconds=0.01)
+    try:
+        with pytest.raises(ProviderUnavailable, match="not reachable"):
+            await provider.search("t1", "u1", None, "tea")
+    finally:
+        await provider.aclose()
+
+
+async def test_api_key_is_never_logged_or_raised(
+    memos: tuple[MemOSProvider, MemOSState], caplog: pytest.LogCaptureFixture
+) -> None:
+    provider, state = memos
+    caplog.set_level(logging.DEBUG)
+    state.fail_next["/product/search"] = 1
+    state.http_error["/product/add"] = 401
+    await provider.search("t1", "u1", None, "tea")
+    with pytest.raises(ProviderUnavailable) as caught:
+        await provider.add([new("The user likes tea")])
+    assert MEMOS_KEY not in caplog.text
+    assert MEMOS_KEY not in str(caught.value)
+    assert MEMOS_KEY not in repr(provider) and MEMOS_KEY not in repr(provider.http)
+
+
+# --- add -----------------------------------------------------------------------------------
+
+
+async def test_add_is_sync_confirmed_and_never_duplicated(
+    memos: tuple[MemOSProvider, MemOSState],
+) -> None:
+    provider, state = memos
+    [item] = await provider.add([new("The user likes jazz", memory_type="pref_mem")])
+
+    paths = [r.path for r in state.requests]
+    # Idempotency check, the add, the confirmation read.
+    assert paths == ["/product/search", "/product/add", "/product/search"]
+    check = state.requests[0].body
+    assert check["readable_cube_ids"] == [PROFILE] and check["relativity"] == 0.0
+    assert check["query"] == "The user likes jazz" and check["dedup"] == "no"
+    [add] = state.calls("/product/add")
+    assert add.headers["authorization"] == f"Bearer {MEMOS_KEY}"
+    assert add.body["user_id"] == "t1:u1"
+    assert add.body["writable_cube_ids"] == [PROFILE]
+    assert add.body["messages"] == [{"role": "user", "content": "The user likes jazz"}]
+    assert add.body["async_mode"] == "sync" and add.body["mode"] == "fast"
+    info = add.body["info"]
+    assert info["memstream_tenant"] == "t1" and info["memstream_memory_type"] == "pref_mem"
+    assert info["memstream_importance"] == 7 and info["memstream_source_event_ids"] == ["e1", "e2"]
+
+    assert item.id in state.memories and "provisional" not in item.extra
+    assert (item.cube_id, item.memory_type, item.content) == (
+        "user_profile",
+        "pref_mem",
+        "The user likes jazz",
+    )
+    assert item.importance == 7 and item.source_event_ids == ("e1", "e2")
+
+    # The same content again (other case and spacing): answered as stored, not added.
+    state.requests.clear()
+    [again] = await provider.add([new("  the USER likes   jazz ")])
+    assert again.id == item.id
+    assert not state.calls("/product/add")
+    assert state.texts(PROFILE) == ["The user likes jazz"]
+
+    # A batch repeating itself adds once; another cube is another memory.
+    state.requests.clear()
+    items = await provider.add(
+        [new("Plays the piano"), new("plays the piano"), new("Plays the piano", cube="agent_a1")]
+    )
+    assert items[0].id == items[1].id != items[2].id
+    assert len(state.calls("/product/add")) == 2
+    assert state.texts(AGENT) == ["Plays the piano"]
+
+
+async def test_async_temporary_ids_are_not_recorded_as_final(
+    memos: tuple[MemOSProvider, MemOSState],
+) -> None:
+    provider, state = memos
+    state.add_async = "moved"  # answers tmp-N, stores under mem-M
+    [item] = await provider.add([new("The user lives in Lyon")])
+    assert item.id.startswith("mem-") and item.id in state.memories
+    [temporary] = item.extra["temporary_ids"]  # type: ignore[misc]
+    assert str(temporary).startswith("tmp-")
+    assert "provisional" not in item.extra
+
+    state.add_async = "lost"  # answers tmp-N and never stores anything
+    before = failures("add_confirm")
+    [lost] = await provider.add([new("The user lives in Rome")])
+    assert failures("add_confirm") == before + 1
+    assert lost.extra["provisional"] is True
+    assert lost.id.startswith("tmp-") and lost.extra["temporary_ids"] == [lost.id]
+    # Confirmation tried right away and after each delay.
+    assert len(state.calls("/product/search")) == 2 + 1 + 3
+
+
+async def test_add_is_repeated_only_after_checking_the_cube(
+    memos: tuple[MemOSProvider, MemOSState],
+) -> None:
+    provider, state = memos
+    # The server stores the memory, then the reply is lost (503): no second add.
+    state.store_then_fail = True
+    [item] = await provider.add([new("The user speaks Dutch")])
+    assert len(state.calls("/product/add")) == 1
+    assert state.texts(PROFILE) == ["The user speaks Dutch"] and item.id in state.memories
+
+    # The server fails before storing: checked again, then added once more.
+    state.requests.clear()
+    state.fail_next["/product/add"] = 1
+    [item] = await provider.add([new("The user speaks Welsh")])
+    assert [r.path for r in state.requests] == [
+        "/product/search",
+        "/product/add",
+        "/product/search",
+        "/product/add",
+        "/product/search",
+    ]
+    assert state.texts(PROFILE) == ["The user speaks Dutch", "The user speaks Welsh"]
+
+    # A refusal is not repeated.
+    state.requests.clear()
+    state.envelope_error["/product/add"] = 422
+    with pytest.raises(ProviderUnavailable, match="code 422"):
+        await provider.add([new("The user speaks Frisian")])
+    assert len(state.calls("/product/add")) == 1
+
+
+async def test_add_refuses_bad_memories(memos: tuple[MemOSProvider, MemOSState]) -> None:
+    provider, state = memos
+    with pytest.raises(ValueError, match="cube_id"):
+        await provider.add([new("x", cube="somewhere")])
+    with pytest.raises(ValueError, match="empty"):
+        await provider.add([new("   ")])
+    assert not state.requests
+
+
+# --- delete and list -----------------------------------------------------------------------
+
+
+async def test_delete_checks_owners_and_code_200_failures(
+    memos: tuple[MemOSProvider, MemOSState],
+) -> None:
+    provider, state = memos
+    mine = state.seed(PROFILE, "one")
+    agent = state.seed(AGENT, "two")
+    theirs = state.seed(memos_cube("t2", "u1", "user_profile"), "three")
+    tricky = state.seed(memos_cube("t1:x", "u1", "user_profile"), "four")
+
+    deleted = await provider.delete("t1", [mine, agent, theirs, tricky, "nope"])
+
+    assert sorted(deleted) == sorted([mine, agent])
+    [owners] = state.calls("/product/get_user_names_by_memory_ids")
+    assert sorted(owners.body["memory_ids"]) == sorted([mine, agent, theirs, tricky, "nope"])
+    bodies = sorted(
+        (r.body for r in state.calls("/product/delete_memory")),
+        key=lambda b: b["writable_cube_ids"],
+    )
+    assert bodies == [
+        {"writable_cube_ids": [AGENT], "memory_ids": [agent]},
+        {"writable_cube_ids": [PROFILE], "memory_ids": [mine]},
+    ]
+    assert set(state.memories) == {theirs, tricky}
+    assert await provider.delete("t1", [mine]) == []  # gone: nothing to delete
+
+    other = state.seed(PROFILE, "five")
+    state.delete_failure = True
+    before = failures("delete")
+    with pytest.raises(ProviderUnavailable, match="refused to delete"):
+        await provider.delete("t1", [other])
+    assert failures("delete") == before + 1
+    assert other in state.memories
+
+
+async def test_list_live_and_delete_user(memos: tuple[MemOSProvider, MemOSState]) -> None:
+    provider, state = memos
+    old = state.seed(PROFILE, "old fact", age_seconds=100)
+    new_ = state.seed(PROFILE, "new fact", age_seconds=1)
+    pref = state.seed(PROFILE, "likes tea", bucket="pref_mem", age_seconds=50)
+    agent = state.seed(AGENT, "agent fact", age_seconds=10)
+    other_agent = state.seed(memos_cube("t1", "u1", "agent_a2"), "other agent fact")
+    other_user = state.seed(memos_cube("t1", "u2", "user_profile"), "not mine")
+
+    live = await provider.list_live("t1", "u1", "a1")
+    assert [m.id for m in live] == [new_, agent, pref, old]  # newest first
+    assert {m.id: m.memory_type for m in live}[pref] == "pref_mem"
+    assert all(m.score == 1.0 for m in live)
+    bodies = [r.body for r in state.calls("/product/get_memory")]
+    assert sorted(b["mem_cube_id"] for b in bodies) == [AGENT, PROFILE]
+    assert all(b["user_id"] == "t1:u1" for b in bodies)
+
+    deleted = await provider.delete_user("t1", "u1")
+    assert sorted(deleted) == sorted([old, new_, pref, agent, other_agent])
+    assert set(state.memories) == {other_user}
+
+
+async def test_list_falls_back_to_a_broad_search(
+    memos: tuple[MemOSProvider, MemOSState],
+) -> None:
+    provider, state = memos
+    state.no_get_memory = True
+    first = state.seed(PROFILE, "a memory about tea", age_seconds=5)
+    second = state.seed(PROFILE, "another memory", age_seconds=1)
+    live = await provider.list_live("t1", "u1", None)
+    assert [m.id for m in live] == [second, first]
+    search = state.calls("/product/search")[-1].body
+    assert search["relativity"] == 0.0 and search["top_k"] == provider.list_limit
+    # Learned once: later lists go straight to the search.
+    state.requests.clear()
+    await provider.list_live("t1", "u1", None)
+    assert not state.calls("/product/get_memory")
+
+
+async def test_list_failure_raises(memos: tuple[MemOSProvider, MemOSState]) -> None:
+    provider, state = memos
+    state.envelope_error["/product/get_memory"] = 500
+    with pytest.raises(ProviderUnavailable):
+        await provider.list_live("t1", "u1", "a1")
