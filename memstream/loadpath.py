@@ -32,6 +32,7 @@ from memstream.errors import ProviderUnavailable
 from memstream.providers.base import LongTermProvider
 from memstream.providers.router import ProviderRouter, provider_name
 from memstream.runtime import Resources
+from memstream.searchstats import SearchStats
 from memstream.settings import Settings
 from memstream.store.agents import (
     DEFAULT_CONTEXT_ROUNDS,
@@ -67,14 +68,19 @@ class LoadPath:
         self.agents = self.router.agents
         self.summaries = SummaryStore(resources.engine)
         self._background: set[asyncio.Task[None]] = set()
+        # Long-term searches per tenant and minute, flushed to ``search_stat`` in batches.
+        self.search_stats = SearchStats(resources.engine)
 
     @classmethod
     def open(cls, settings: Settings) -> LoadPath:
-        return cls(settings, Resources.open(settings))
+        loadpath = cls(settings, Resources.open(settings))
+        loadpath.search_stats.start()
+        return loadpath
 
     async def close(self) -> None:
         for task in list(self._background):
             task.cancel()
+        await self.search_stats.close()
         await self.router.close()
         await self.resources.close()
 
@@ -255,6 +261,7 @@ class LoadPath:
         except ProviderUnavailable:
             degraded.add("long_term")
             return LongTerm(provider=name), 0, 0
+        searched = time.perf_counter()
         found = await provider.search(
             req.tenant_id,
             req.user_id,
@@ -262,6 +269,7 @@ class LoadPath:
             req.query,
             top_k=self.settings.long_term_top_k,
         )
+        self.search_stats.record(req.tenant_id, time.perf_counter() - searched, len(found))
         groups = prepare_items(found, filter_sensitive=req.filter_sensitive)
         budget = budget_long_term(
             [m.content for m in groups.user_profile],

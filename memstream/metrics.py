@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+import contextlib
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
 
 EVENTS = Counter(
     "memstream_events_total", "Input events handled, by stage and outcome.", ["stage", "outcome"]
@@ -37,3 +40,36 @@ DEGRADED = Counter(
 MEMORIES = Counter(
     "memstream_memories_total", "Long-term memories stored, skipped and expired.", ["outcome"]
 )
+
+CONSUMER_LAG = Gauge(
+    "memstream_consumer_lag",
+    "Records behind the partition's high watermark not yet committed by this worker, per "
+    "assigned topic and partition (the worker updates it every few seconds).",
+    ["topic", "partition"],
+)
+_lag_labels: set[tuple[str, str]] = set()
+
+
+def update_consumer_lag(consumer: Any) -> None:
+    """Set ``memstream_consumer_lag`` from a Faust consumer's assignment, high watermarks and
+    committed offsets (Faust keeps the last committed offset, the next one to read is +1);
+    partitions no longer assigned lose their series."""
+    current: set[tuple[str, str]] = set()
+    committed_offsets = getattr(consumer, "_committed_offset", {})
+    for tp in consumer.assignment():
+        try:
+            highwater = consumer.highwater(tp)
+        except Exception:
+            continue
+        if highwater is None:
+            continue
+        committed = committed_offsets.get(tp)
+        position = 0 if committed is None else committed + 1
+        labels = (str(tp.topic), str(tp.partition))
+        CONSUMER_LAG.labels(*labels).set(max(0, int(highwater) - position))
+        current.add(labels)
+    for labels in _lag_labels - current:
+        with contextlib.suppress(KeyError):
+            CONSUMER_LAG.remove(*labels)
+    _lag_labels.clear()
+    _lag_labels.update(current)

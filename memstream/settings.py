@@ -57,6 +57,7 @@ class Settings(BaseSettings):
     # exponentially from the base delay, then dead-lettered as retries_exhausted.
     retry_max_attempts: int = Field(default=6, ge=1)
     retry_base_seconds: float = Field(default=1.0, gt=0)
+    worker_web_host: str = "127.0.0.1"
     worker_web_port: int = Field(default=6066, ge=0, le=65535)
     log_level: str = "INFO"
 

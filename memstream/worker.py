@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from memstream.kafka import INTERNAL_TOPICS, PUBLIC_TOPICS, ensure_topics
+from memstream.metrics import update_consumer_lag
 from memstream.settings import Settings
+
+LAG_INTERVAL_SECONDS = 10.0
 
 
 def run_worker(settings: Settings) -> int:
@@ -31,6 +34,10 @@ def run_worker(settings: Settings) -> int:
     async def metrics(self: faust.web.View, request: faust.web.Request) -> faust.web.Response:
         # aiohttp wants the charset apart from the media type.
         return self.text(generate_latest().decode(), content_type=CONTENT_TYPE_LATEST.split(";")[0])
+
+    @app.timer(interval=LAG_INTERVAL_SECONDS)  # type: ignore[untyped-decorator]
+    async def consumer_lag() -> None:
+        update_consumer_lag(app.consumer)
 
     worker = faust.Worker(app, loglevel=settings.log_level.lower())
     worker.execute_from_commandline()

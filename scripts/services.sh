@@ -467,6 +467,7 @@ cmd_up() {
     if kafka_wanted; then
         need_command python3 python3 # kafka_ready
     fi
+    need_command chromium chromium # tests/integration/test_dashboard.py (headless)
     apt_install_needed
 
     mariadb_up

@@ -35,7 +35,7 @@ app = faust.App(
     producer_acks=-1,
     web_enabled=settings.worker_web_port != 0,
     web_port=settings.worker_web_port or 6066,
-    web_bind="127.0.0.1",
+    web_bind=settings.worker_web_host,
     datadir=str(_datadir),
     # Offsets of acknowledged events are committed this often; unacknowledged ones never are.
     broker_commit_interval=1.0,

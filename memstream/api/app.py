@@ -11,7 +11,7 @@ from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from memstream.api import errors
+from memstream.api import errors, stats
 from memstream.api.auth import check_tenant
 from memstream.api.errors import ApiError
 from memstream.api.models import (
@@ -59,6 +59,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.settings = settings
     errors.install(app)
+    app.include_router(stats.router)
 
     def lp(request: Request) -> LoadPath:
         loadpath: LoadPath = request.app.state.loadpath

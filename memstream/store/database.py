@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import event, text
+from sqlalchemy import Connection, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -64,6 +64,17 @@ async def migrate(url: str | URL) -> list[str]:
     try:
         async with engine.begin() as conn:
             await conn.run_sync(metadata.create_all, checkfirst=True)
+            await conn.run_sync(_create_missing_indexes)
         return sorted(metadata.tables)
     finally:
         await engine.dispose()
+
+
+def _create_missing_indexes(conn: Connection) -> None:
+    """``create_all`` skips tables that exist: add the indexes added to them since."""
+    inspector = inspect(conn)
+    for table in metadata.sorted_tables:
+        existing = {ix["name"] for ix in inspector.get_indexes(table.name)}
+        for index in table.indexes:
+            if index.name not in existing:
+                index.create(conn)

@@ -10,6 +10,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -60,6 +61,8 @@ conversation_message = Table(
     UniqueConstraint("tenant_id", "event_id", name="uq_message_event"),
     # The load path reads the newest N of one conversation in order.
     Index("ix_message_conversation_time", "tenant_id", "conversation_id", "created_at", "id"),
+    # Stats: messages of a tenant per time bucket, a range scan on this index alone.
+    Index("ix_message_tenant_time", "tenant_id", "created_at"),
     **MYSQL_TABLE_ARGS,
 )
 
@@ -95,6 +98,20 @@ long_term_memory = Table(
     Column("deleted_at", _TIME, nullable=True),
     UniqueConstraint("tenant_id", "user_id", "cube_id", "content_hash", name="uq_memory_content"),
     Index("ix_memory_scope", "tenant_id", "user_id", "cube_id", "deleted_at"),
+    # Stats: memories of a tenant per time bucket and type (covering for the trend query).
+    Index("ix_memory_tenant_time", "tenant_id", "created_at", "memory_type"),
+    # Stats: live memories of a tenant by cube, type, importance and agent (covering).
+    Index(
+        "ix_memory_tenant_cube",
+        "tenant_id",
+        "cube_id",
+        "deleted_at",
+        "memory_type",
+        "importance",
+        "agent_id",
+    ),
+    # Stats: the newest live memories of a cube.
+    Index("ix_memory_cube_time", "tenant_id", "cube_id", "deleted_at", "created_at"),
     **MYSQL_TABLE_ARGS,
 )
 
@@ -121,5 +138,36 @@ processed_mark = Table(
     Column("mark", String(32), primary_key=True),
     Column("expires_at", _TIME, nullable=False),
     Index("ix_mark_expiry", "expires_at"),
+    **MYSQL_TABLE_ARGS,
+)
+
+# Load-path long-term searches, aggregated per tenant and minute in the API process and
+# flushed in batches (memstream.searchstats); a flush adds its counts to the row (upsert).
+# ``le_*`` is a latency histogram: searches that took longer than the previous bound and at
+# most this one (not cumulative); ``searchstats.LATENCY_BUCKETS`` names them in order.
+search_stat = Table(
+    "search_stat",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("bucket_start", DateTime(timezone=False), primary_key=True),
+    Column("searches", BigInteger, nullable=False, default=0),
+    Column("hits", BigInteger, nullable=False, default=0),
+    Column("latency_seconds_sum", Float, nullable=False, default=0.0),
+    *(
+        Column(name, BigInteger, nullable=False, default=0)
+        for name in (
+            "le_1ms",
+            "le_2_5ms",
+            "le_5ms",
+            "le_10ms",
+            "le_25ms",
+            "le_50ms",
+            "le_100ms",
+            "le_250ms",
+            "le_500ms",
+            "le_1s",
+            "le_inf",
+        )
+    ),
     **MYSQL_TABLE_ARGS,
 )

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.cache import RedisCache
+from memstream.kafka import live_members
 from tests.support import (
     caught_up,
     eventually,
@@ -140,7 +141,12 @@ async def test_two_workers_share_partitions_and_take_over(services, tenant, stor
     settings = isolated_settings(topic_partitions=8)
     a = start_worker(settings, "a")
     b = start_worker(settings.model_copy(update={"worker_web_port": free_port()}), "b")
-    await asyncio.sleep(3)
+
+    async def both_joined() -> bool:
+        return len(await live_members(settings, settings.app_id)) == 2
+
+    await eventually(both_joined, within=60, what="both workers in the group")
+    await asyncio.sleep(2)  # let the rebalance settle before publishing
     events = [message(tenant, f"c{c}", n) for c in range(40) for n in range(25)]
     await publish(settings, "message-written", events)
     await eventually(lambda: caught_up(settings, "message-written"), what="both consumed")

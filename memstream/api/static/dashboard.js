@@ -1,0 +1,209 @@
+/* memstream dashboard: calls /v1/stats with the tenant's API key (kept in sessionStorage). */
+"use strict";
+
+const COLORS = ["#3b5bdb", "#0ca678", "#f08c00", "#ae3ec9", "#e03131", "#1098ad"];
+const state = { tenant: "", key: "", cube: null };
+const charts = {};
+const data = {};
+window.dashboard = { charts, data, state, ready: false, loads: 0 };
+
+const $ = (id) => document.getElementById(id);
+
+function showError(message) {
+  const el = $("error");
+  el.textContent = message;
+  el.hidden = !message;
+}
+
+async function api(path, params) {
+  const query = new URLSearchParams({ tenant_id: state.tenant, ...params });
+  const headers = state.key ? { Authorization: `Bearer ${state.key}` } : {};
+  const response = await fetch(`${path}?${query}`, { headers });
+  const body = await response.json();
+  if (!response.ok) {
+    const err = body && body.error ? `${body.error.code}: ${body.error.message}` : response.status;
+    throw new Error(`${path}: ${err}`);
+  }
+  return body;
+}
+
+function utcInput(date) {
+  return date.toISOString().slice(0, 16);
+}
+
+function rangeParams() {
+  const params = { bucket: $("bucket").value };
+  if ($("from").value) params.from = `${$("from").value}:00Z`;
+  if ($("to").value) params.to = `${$("to").value}:00Z`;
+  return params;
+}
+
+function label(iso, bucket) {
+  return bucket === "day" ? iso.slice(0, 10) : iso.slice(5, 16).replace("T", " ");
+}
+
+function draw(name, config) {
+  if (charts[name]) charts[name].destroy();
+  config.options = Object.assign({ responsive: true, maintainAspectRatio: false, animation: false }, config.options);
+  charts[name] = new Chart($(`${name}-chart`), config);
+}
+
+function fillTable(id, rows) {
+  const body = $(id).querySelector("tbody");
+  body.replaceChildren();
+  for (const row of rows) {
+    const tr = document.createElement("tr");
+    for (const cell of row.cells) {
+      const td = document.createElement("td");
+      td.textContent = String(cell);
+      if (row.className) td.className = row.className;
+      tr.appendChild(td);
+    }
+    if (row.onclick) tr.addEventListener("click", row.onclick);
+    if (row.key) tr.dataset.key = row.key;
+    body.appendChild(tr);
+  }
+}
+
+function renderOverview(o) {
+  $("messages").textContent = o.messages.toLocaleString("en");
+  $("conversations").textContent = o.conversations.toLocaleString("en");
+  $("memories").textContent = o.memories.total.toLocaleString("en");
+  const types = Object.keys(o.memories.by_type);
+  draw("types", {
+    type: "doughnut",
+    data: { labels: types, datasets: [{ data: types.map((t) => o.memories.by_type[t]), backgroundColor: COLORS }] },
+    options: { plugins: { legend: { position: "right" } } },
+  });
+  fillTable("agents", o.top_agents.map((a) => ({ cells: [a.agent_id, a.memories] })));
+  fillTable(
+    "cubes",
+    Object.entries(o.memories.by_cube).map(([cube, n]) => ({ key: cube, cells: [cube, n], onclick: () => loadCube(cube) })),
+  );
+}
+
+function renderTrends(t) {
+  const labels = t.buckets.map((b) => label(b, t.bucket));
+  const datasets = Object.keys(t.memories).map((type, i) => ({
+    type: "bar", label: `memories: ${type}`, data: t.memories[type], backgroundColor: COLORS[i % COLORS.length], stack: "memories", yAxisID: "y",
+  }));
+  datasets.push({ type: "line", label: "messages", data: t.messages, borderColor: "#495057", backgroundColor: "#495057", yAxisID: "y1", pointRadius: 2 });
+  draw("trends", {
+    type: "bar",
+    data: { labels, datasets },
+    options: {
+      scales: {
+        x: { stacked: true },
+        y: { stacked: true, beginAtZero: true, title: { display: true, text: "memories" } },
+        y1: { position: "right", beginAtZero: true, grid: { drawOnChartArea: false }, title: { display: true, text: "messages" } },
+      },
+    },
+  });
+}
+
+function renderSearch(s) {
+  $("searches").textContent = s.total.searches.toLocaleString("en");
+  draw("search", {
+    type: "bar",
+    data: {
+      labels: s.buckets.map((b) => label(b, s.bucket)),
+      datasets: [
+        { type: "bar", label: "searches", data: s.searches, backgroundColor: "#3b5bdb", yAxisID: "y" },
+        { type: "bar", label: "hits", data: s.hits, backgroundColor: "#0ca678", yAxisID: "y" },
+        { type: "line", label: "p50 ms", data: s.p50_ms, borderColor: "#f08c00", backgroundColor: "#f08c00", yAxisID: "y1", spanGaps: true },
+        { type: "line", label: "p99 ms", data: s.p99_ms, borderColor: "#e03131", backgroundColor: "#e03131", yAxisID: "y1", spanGaps: true },
+      ],
+    },
+    options: {
+      scales: {
+        y: { beginAtZero: true, title: { display: true, text: "count" } },
+        y1: { position: "right", beginAtZero: true, grid: { drawOnChartArea: false }, title: { display: true, text: "ms" } },
+      },
+    },
+  });
+}
+
+function renderCube(c) {
+  $("cube-title").textContent = `Cube ${c.cube_id}: ${c.total} live memories, by importance`;
+  $("cube-types").textContent = Object.entries(c.by_type).map(([t, n]) => `${t}: ${n}`).join(" · ");
+  draw("cube", {
+    type: "bar",
+    data: { labels: c.importance.map((_, i) => String(i + 1)), datasets: [{ label: "memories", data: c.importance, backgroundColor: "#ae3ec9" }] },
+    options: { plugins: { legend: { display: false } }, scales: { y: { beginAtZero: true } } },
+  });
+  fillTable(
+    "newest",
+    c.newest.map((m) => ({ cells: [m.created_at.slice(0, 19).replace("T", " "), m.memory_type, m.importance, m.user_id, m.content] })),
+  );
+  for (const tr of $("cubes").querySelectorAll("tbody tr")) tr.classList.toggle("selected", tr.dataset.key === c.cube_id);
+}
+
+async function loadCube(cube) {
+  state.cube = cube;
+  try {
+    data.cube = await api(`/v1/stats/cubes/${encodeURIComponent(cube)}`, {});
+    renderCube(data.cube);
+  } catch (e) {
+    showError(e.message);
+  }
+}
+
+async function loadRange() {
+  const params = rangeParams();
+  const [trends, search] = await Promise.all([api("/v1/stats/trends", params), api("/v1/stats/search-trends", params)]);
+  data.trends = trends;
+  data.search = search;
+  renderTrends(trends);
+  renderSearch(search);
+}
+
+async function loadAll() {
+  window.dashboard.ready = false;
+  showError("");
+  try {
+    data.overview = await api("/v1/stats/overview", {});
+    renderOverview(data.overview);
+    await loadRange();
+    const cubes = Object.keys(data.overview.memories.by_cube);
+    const cube = cubes.includes(state.cube) ? state.cube : cubes[0];
+    if (cube) await loadCube(cube);
+  } catch (e) {
+    showError(e.message);
+  }
+  window.dashboard.loads += 1;
+  window.dashboard.ready = true;
+}
+
+function init() {
+  state.tenant = sessionStorage.getItem("memstream.tenant") || "";
+  state.key = sessionStorage.getItem("memstream.key") || "";
+  $("tenant").value = state.tenant;
+  $("apikey").value = state.key;
+  const now = new Date();
+  now.setUTCMinutes(0, 0, 0);
+  $("to").value = utcInput(new Date(now.getTime() + 3600e3));
+  $("from").value = utcInput(new Date(now.getTime() - 23 * 3600e3));
+  $("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    state.tenant = $("tenant").value.trim();
+    state.key = $("apikey").value.trim();
+    sessionStorage.setItem("memstream.tenant", state.tenant);
+    sessionStorage.setItem("memstream.key", state.key);
+    loadAll();
+  });
+  $("range").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    window.dashboard.ready = false;
+    showError("");
+    try {
+      await loadRange();
+    } catch (e) {
+      showError(e.message);
+    }
+    window.dashboard.loads += 1;
+    window.dashboard.ready = true;
+  });
+  if (state.tenant) loadAll();
+}
+
+init();

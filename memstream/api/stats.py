@@ -1,0 +1,353 @@
+"""``/v1/stats``: operational figures of one tenant for the dashboard (``/dashboard``).
+
+Every query is a GROUP BY on an index that covers it (``ix_message_tenant_time``,
+``ix_memory_tenant_time``, ``ix_memory_tenant_cube``, ``ix_memory_cube_time``, the primary
+key of ``search_stat``), so it reads one tenant's index range and never a table row. Time
+buckets are truncated in the database (``DATE_FORMAT`` on MySQL/MariaDB, ``strftime`` on
+SQLite) and answered zero-filled, in UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import HTMLResponse, Response
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.api.auth import check_tenant
+from memstream.api.errors import ApiError
+from memstream.api.models import Id
+from memstream.providers.base import MEMORY_TYPES, USER_PROFILE
+from memstream.searchstats import LATENCY_BUCKETS, latency_quantile
+from memstream.store.messages import utc_naive
+from memstream.store.schema import conversation_message as messages
+from memstream.store.schema import long_term_memory as memories
+from memstream.store.schema import search_stat
+
+router = APIRouter()
+
+Bucket = Literal["hour", "day"]
+_STEP = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
+_FORMAT = {"hour": "%Y-%m-%d %H:00:00", "day": "%Y-%m-%d 00:00:00"}
+_DEFAULT_RANGE = {"hour": timedelta(hours=24), "day": timedelta(days=30)}
+MAX_BUCKETS = 1000
+TOP_AGENTS = 10
+NEWEST = 20
+_CUBE = re.compile(r"^(user_profile|agent_.{1,128})$")
+_STATIC = resources.files("memstream.api") / "static"
+
+
+def _engine(request: Request) -> AsyncEngine:
+    engine: AsyncEngine = request.app.state.loadpath.resources.engine
+    return engine
+
+
+def _truncated(engine: AsyncEngine, column: Any, bucket: Bucket) -> ColumnElement[Any]:
+    if engine.dialect.name == "sqlite":
+        return func.strftime(_FORMAT[bucket], column)
+    return func.date_format(column, _FORMAT[bucket])
+
+
+def _parse_bucket(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value.replace(minute=0, second=0, microsecond=0)
+    return datetime.strptime(str(value)[:19], "%Y-%m-%d %H:%M:%S")
+
+
+def _iso(moment: datetime) -> str:
+    return moment.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z")
+
+
+def _floor(moment: datetime, bucket: Bucket) -> datetime:
+    moment = moment.replace(minute=0, second=0, microsecond=0)
+    return moment.replace(hour=0) if bucket == "day" else moment
+
+
+class _Range:
+    """A validated ``[from, to)`` range and its buckets (naive UTC)."""
+
+    def __init__(self, start: datetime | None, end: datetime | None, bucket: Bucket) -> None:
+        now = datetime.now(UTC).replace(tzinfo=None)
+        self.end = utc_naive(end) if end else now
+        self.start = utc_naive(start) if start else self.end - _DEFAULT_RANGE[bucket]
+        self.bucket = bucket
+        if self.start >= self.end:
+            raise ApiError(422, "invalid_range", "from must be before to")
+        first = _floor(self.start, bucket)
+        count = (self.end - first) // _STEP[bucket] + 1
+        if count > MAX_BUCKETS:
+            raise ApiError(
+                422,
+                "invalid_range",
+                f"the range spans {count} {bucket} buckets; at most {MAX_BUCKETS}",
+            )
+        self.buckets: list[datetime] = []
+        at = first
+        while at < self.end:
+            self.buckets.append(at)
+            at += _STEP[bucket]
+
+    def index(self) -> dict[datetime, int]:
+        return {b: i for i, b in enumerate(self.buckets)}
+
+    def head(self) -> dict[str, Any]:
+        return {
+            "from": _iso(self.start),
+            "to": _iso(self.end),
+            "bucket": self.bucket,
+            "buckets": [_iso(b) for b in self.buckets],
+        }
+
+
+From = Annotated[datetime | None, Query(alias="from", description="RFC 3339; inclusive")]
+To = Annotated[datetime | None, Query(alias="to", description="RFC 3339; exclusive")]
+BucketQuery = Annotated[Bucket, Query()]
+
+
+@router.get("/v1/stats/overview", tags=["stats"])
+async def overview(tenant_id: Annotated[Id, Query()], request: Request) -> dict[str, Any]:
+    """Messages, conversations, live memories by type and cube, top agents by memories."""
+    check_tenant(request, tenant_id)
+    engine = _engine(request)
+    live = (memories.c.tenant_id == tenant_id, memories.c.deleted_at.is_(None))
+    async with engine.connect() as conn:
+        counted = (
+            await conn.execute(
+                select(func.count(), func.count(func.distinct(messages.c.conversation_id))).where(
+                    messages.c.tenant_id == tenant_id
+                )
+            )
+        ).one()
+        groups = (
+            await conn.execute(
+                select(
+                    memories.c.cube_id,
+                    memories.c.memory_type,
+                    memories.c.agent_id,
+                    func.count(),
+                )
+                .where(*live)
+                .group_by(memories.c.cube_id, memories.c.memory_type, memories.c.agent_id)
+            )
+        ).all()
+    by_type = dict.fromkeys(MEMORY_TYPES, 0)
+    by_cube: dict[str, int] = {}
+    by_agent: dict[str, int] = {}
+    for cube_id, memory_type, agent_id, count in groups:
+        by_type[memory_type] = by_type.get(memory_type, 0) + count
+        by_cube[cube_id] = by_cube.get(cube_id, 0) + count
+        if agent_id is not None:
+            by_agent[agent_id] = by_agent.get(agent_id, 0) + count
+    top = sorted(by_agent.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_AGENTS]
+    return {
+        "tenant_id": tenant_id,
+        "messages": int(counted[0]),
+        "conversations": int(counted[1]),
+        "memories": {
+            "total": sum(by_type.values()),
+            "by_type": by_type,
+            "by_cube": dict(sorted(by_cube.items(), key=lambda kv: (-kv[1], kv[0]))),
+        },
+        "top_agents": [{"agent_id": a, "memories": n} for a, n in top],
+    }
+
+
+@router.get("/v1/stats/trends", tags=["stats"])
+async def trends(
+    tenant_id: Annotated[Id, Query()],
+    request: Request,
+    start: From = None,
+    end: To = None,
+    bucket: BucketQuery = "hour",
+) -> dict[str, Any]:
+    """Memories created per type and messages stored, per bucket of ``[from, to)``."""
+    check_tenant(request, tenant_id)
+    span = _Range(start, end, bucket)
+    engine = _engine(request)
+    index = span.index()
+    by_type = {m: [0] * len(span.buckets) for m in MEMORY_TYPES}
+    per_bucket = [0] * len(span.buckets)
+    mem_bucket = _truncated(engine, memories.c.created_at, bucket)
+    msg_bucket = _truncated(engine, messages.c.created_at, bucket)
+    async with engine.connect() as conn:
+        created = await conn.execute(
+            select(mem_bucket, memories.c.memory_type, func.count())
+            .where(
+                memories.c.tenant_id == tenant_id,
+                memories.c.created_at >= span.start,
+                memories.c.created_at < span.end,
+            )
+            .group_by(mem_bucket, memories.c.memory_type)
+        )
+        for at, memory_type, count in created.all():
+            i = index.get(_parse_bucket(at))
+            if i is not None:
+                by_type.setdefault(memory_type, [0] * len(span.buckets))[i] += count
+        stored = await conn.execute(
+            select(msg_bucket, func.count())
+            .where(
+                messages.c.tenant_id == tenant_id,
+                messages.c.created_at >= span.start,
+                messages.c.created_at < span.end,
+            )
+            .group_by(msg_bucket)
+        )
+        for at, count in stored.all():
+            i = index.get(_parse_bucket(at))
+            if i is not None:
+                per_bucket[i] += count
+    return {"tenant_id": tenant_id, **span.head(), "memories": by_type, "messages": per_bucket}
+
+
+@router.get("/v1/stats/cubes/{cube_id}", tags=["stats"])
+async def cube(
+    cube_id: Annotated[str, Path(min_length=1, max_length=140)],
+    tenant_id: Annotated[Id, Query()],
+    request: Request,
+) -> dict[str, Any]:
+    """One cube's live memories: counts by type, importance histogram (1-10), newest 20."""
+    check_tenant(request, tenant_id)
+    if not _CUBE.match(cube_id):
+        raise ApiError(422, "invalid_cube", f"cube_id must be {USER_PROFILE!r} or 'agent_<id>'")
+    engine = _engine(request)
+    live = (
+        memories.c.tenant_id == tenant_id,
+        memories.c.cube_id == cube_id,
+        memories.c.deleted_at.is_(None),
+    )
+    async with engine.connect() as conn:
+        groups = (
+            await conn.execute(
+                select(memories.c.memory_type, memories.c.importance, func.count())
+                .where(*live)
+                .group_by(memories.c.memory_type, memories.c.importance)
+            )
+        ).all()
+        newest = (
+            await conn.execute(
+                select(
+                    memories.c.id,
+                    memories.c.user_id,
+                    memories.c.agent_id,
+                    memories.c.memory_type,
+                    memories.c.content,
+                    memories.c.importance,
+                    memories.c.created_at,
+                )
+                .where(*live)
+                .order_by(memories.c.created_at.desc(), memories.c.id.desc())
+                .limit(NEWEST)
+            )
+        ).all()
+    by_type = dict.fromkeys(MEMORY_TYPES, 0)
+    importance = [0] * 10
+    for memory_type, level, count in groups:
+        by_type[memory_type] = by_type.get(memory_type, 0) + count
+        importance[min(10, max(1, int(level))) - 1] += count
+    return {
+        "tenant_id": tenant_id,
+        "cube_id": cube_id,
+        "total": sum(by_type.values()),
+        "by_type": by_type,
+        "importance": importance,
+        "newest": [
+            {
+                "id": r.id,
+                "user_id": r.user_id,
+                "agent_id": r.agent_id,
+                "memory_type": r.memory_type,
+                "content": r.content,
+                "importance": int(r.importance),
+                "created_at": _iso(r.created_at),
+            }
+            for r in newest
+        ],
+    }
+
+
+@router.get("/v1/stats/search-trends", tags=["stats"])
+async def search_trends(
+    tenant_id: Annotated[Id, Query()],
+    request: Request,
+    start: From = None,
+    end: To = None,
+    bucket: BucketQuery = "hour",
+) -> dict[str, Any]:
+    """Load-path long-term searches per bucket: count, hits, latency p50/p99 (ms, the upper
+    bound of the histogram bucket). Recorded per minute and flushed every few seconds."""
+    check_tenant(request, tenant_id)
+    span = _Range(start, end, bucket)
+    engine = _engine(request)
+    index = span.index()
+    n = len(span.buckets)
+    searches, hits = [0] * n, [0] * n
+    histograms = [[0] * len(LATENCY_BUCKETS) for _ in range(n)]
+    at = _truncated(engine, search_stat.c.bucket_start, bucket)
+    # Minute rows are whole: a bucket holds the minutes that start in [from, to).
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(
+                at,
+                func.sum(search_stat.c.searches),
+                func.sum(search_stat.c.hits),
+                *(func.sum(search_stat.c[name]) for name in LATENCY_BUCKETS),
+            )
+            .where(
+                search_stat.c.tenant_id == tenant_id,
+                search_stat.c.bucket_start >= span.start,
+                search_stat.c.bucket_start < span.end,
+            )
+            .group_by(at)
+        )
+        for row in rows.all():
+            i = index.get(_parse_bucket(row[0]))
+            if i is None:
+                continue
+            searches[i] += int(row[1])
+            hits[i] += int(row[2])
+            histograms[i] = [a + int(b) for a, b in zip(histograms[i], row[3:], strict=True)]
+    total = [sum(col) for col in zip(*histograms, strict=True)] if n else []
+
+    def ms(q: float, counts: list[int]) -> float | None:
+        seconds = latency_quantile(counts, q)
+        return None if seconds is None else round(seconds * 1000, 3)
+
+    return {
+        "tenant_id": tenant_id,
+        **span.head(),
+        "searches": searches,
+        "hits": hits,
+        "p50_ms": [ms(0.5, h) for h in histograms],
+        "p99_ms": [ms(0.99, h) for h in histograms],
+        "total": {
+            "searches": sum(searches),
+            "hits": sum(hits),
+            "p50_ms": ms(0.5, total),
+            "p99_ms": ms(0.99, total),
+        },
+    }
+
+
+# -- the dashboard (static files; the page itself asks for the tenant and its key) ----------
+
+_TYPES = {".js": "text/javascript", ".css": "text/css", ".md": "text/plain"}
+
+
+@router.get("/dashboard", include_in_schema=False)
+async def dashboard() -> HTMLResponse:
+    return HTMLResponse((_STATIC / "dashboard.html").read_text(encoding="utf-8"))
+
+
+@router.get("/dashboard/static/{name:path}", include_in_schema=False)
+async def dashboard_static(name: str) -> Response:
+    allowed = {"dashboard.js", "dashboard.css", "vendor/chart.umd.js", "vendor/chart.js.LICENSE.md"}
+    if name not in allowed:
+        raise ApiError(404, "not_found", f"no dashboard file {name!r}")
+    suffix = name[name.rfind(".") :]
+    body = (_STATIC / name).read_bytes()
+    return Response(body, media_type=_TYPES[suffix], headers={"cache-control": "no-cache"})
