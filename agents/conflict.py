@@ -6,9 +6,9 @@ from functools import cache
 from typing import Any
 
 import faust
-from memstream.longterm.conflict import LLMConflictResolver
 
 from memstream import metrics
+from memstream.longterm.conflict import LLMConflictResolver
 from memstream.longterm.payloads import candidates_of, dumps, loads, session_of
 from memstream.longterm.stages import plan
 from streams import shared

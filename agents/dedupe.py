@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import faust
-from memstream.longterm.dedupe import dedupe as dedupe_candidates
 
 from memstream import metrics
+from memstream.longterm.dedupe import dedupe as dedupe_candidates
 from memstream.longterm.payloads import candidates_of, dumps, loads, session_of
 from streams import shared
 from streams.app import app

@@ -6,9 +6,9 @@ from functools import cache
 from typing import Any
 
 import faust
-from memstream.longterm.judge import Judge
 
 from memstream import metrics
+from memstream.longterm.judge import Judge
 from memstream.longterm.payloads import dumps, loads, messages_of, session_of
 from streams import shared
 from streams.app import app
