@@ -5,9 +5,14 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from bench import ingest, loadpath
+from bench import ingest, loadpath, locomo, longterm
 
-BENCHMARKS = {"ingest": ingest.main, "loadpath": loadpath.main}
+BENCHMARKS = {
+    "ingest": ingest.main,
+    "loadpath": loadpath.main,
+    "locomo": locomo.main,
+    "longterm": longterm.main,
+}
 
 
 def main(argv: list[str]) -> int:
