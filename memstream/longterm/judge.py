@@ -434,7 +434,16 @@ _DATE_EN = (
     r"(?:the\s+)?(?:week|month|year))"
 )
 _HAS_DATE_EN = re.compile(rf"\b{_DATE_EN}\b", re.I)
-_LEADING_DATE_EN = re.compile(rf"^(?P<date>{_DATE_EN})\s*,?\s+(?P<rest>i\b.*)$", re.I)
+# Past time expressions: only to keep "Yesterday, I went ..." in one clause (never a plan).
+_PAST_DATE_EN = (
+    r"(?:yesterday(?:\s+(?:morning|afternoon|evening))?|last\s+night|the\s+other\s+day|"
+    rf"(?:this\s+)?past\s+(?:week|weekend|month|year|{_DAYS})|"
+    rf"last\s+(?:week|weekend|month|year|time|{_DAYS}|{_SEASONS}|{_MONTH_NAMES})|"
+    r"earlier\s+(?:today|this\s+(?:week|month|year))|recently|lately|over\s+the\s+weekend|"
+    rf"(?:a|{_NUMBER_WORDS})\s+(?:days?|weeks?|months?|years?)\s+ago|a\s+while\s+ago)"
+)
+_ANY_DATE_EN = rf"(?:{_DATE_EN}|{_PAST_DATE_EN})"
+_LEADING_DATE_EN = re.compile(rf"^(?P<date>{_ANY_DATE_EN})\s*,?\s+(?P<rest>(?:i|we|my)\b.*)$", re.I)
 _FILLER_EN = re.compile(
     r"^(?:(?:oh|ah|well|ok|okay|so|also|actually|btw|by\s+the\s+way|anyway|anyways|and|but|"
     r"yes|yeah|yep|yup|no|nope|hi|hello|hey|fyi|just\s+so\s+you\s+know|you\s+know|"
@@ -456,8 +465,8 @@ _HYPOTHETICAL_EN = re.compile(
 _WOULD_LIKE = re.compile(r"\bwould\s+(?:like|love|prefer|rather|appreciate)\b", re.I)
 _CLAUSE_SPLIT_EN = re.compile(
     r",?\s+(?:and|but|so|plus|also|while|whereas)\s+"
-    r"(?=(?:i|i'm|i've|i'd|im|my)\b(?!\s+(?:are|were|have|both|'ve|'re)\b))"
-    r"|[,:]\s*(?=(?:i|i'm|i've|im|my)\b)"
+    r"(?=(?:i|i'm|i've|i'd|im|my|we|we've|we're)\b(?!\s+(?:are|were|have|both|'ve|'re)\b))"
+    r"|[,:]\s*(?=(?:i|i'm|i've|im|my|we|we've|we're)\b)"
     r"|\s+-+\s+",
     re.I,
 )
@@ -1124,6 +1133,150 @@ def _en_will_dispatch(m: re.Match[str], depth: int) -> _Hit | None:
     return _hit(f"The user plans to {_third_en(x)}", "plan", 6)
 
 
+# Episodic events and activities: "I went to a support group yesterday", "We took the kids
+# camping last weekend", "I've been reading 'Charlotte's Web'", "I'm painting a sunset".
+
+_EP_PAST = (
+    r"went|visited|attended|joined|started|began|finished|completed|made|painted|drew|wrote|"
+    r"read|bought|got|adopted|took|ran|won|lost|met|signed\s+up\s+for|tried|learned|learnt|"
+    r"found|saw|watched|played|baked|cooked|built|created|volunteered|travel+ed|hiked|"
+    r"organi[sz]ed|hosted|received|celebrated|graduated|performed|recorded|published|"
+    r"launched|taught|climbed|explored|planted|picked\s+up|gave|did|ate|sang|danced|"
+    r"decided\s+to|signed"
+)
+_EP_PERFECT = (
+    r"gone|been\s+to|visited|attended|joined|started|begun|finished|completed|made|painted|"
+    r"drawn|written|read|bought|gotten|adopted|taken|run|won|lost|met|signed\s+up\s+for|"
+    r"tried|learned|learnt|found|seen|watched|played|baked|cooked|built|created|"
+    r"volunteered|travel+ed|hiked|organi[sz]ed|hosted|received|celebrated|graduated|"
+    r"performed|recorded|published|launched|taught|climbed|explored|planted|picked\s+up|"
+    r"given|done|decided\s+to|signed"
+)
+_EP_ADV = (
+    r"(?P<adv>(?:(?:just|recently|finally|already|also|actually|really|even|once|first|"
+    r"lately|literally|totally|officially|successfully|currently|now|still|ever|"
+    r"kinda|sort\s+of|kind\s+of)\s+)*)"
+)
+_EP_KEEP_ADV = {"just", "recently", "finally", "already", "once", "first", "officially", "lately"}
+_EP_KEEP_ADV |= {"currently", "now", "still", "successfully", "ever"}
+_EP_SUBJECT = (
+    r"(?P<subj>i|we|my\s+family(?:\s+and\s+i)?|my\s+(?P<rel>" + _REL_EN + r")\s+and\s+i|"
+    r"(?P<name>(?-i:[A-Z][a-z]+))\s+and\s+i)"
+)
+# The activity verbs a progressive is not about: "I'm going home", "I've been thinking".
+_EP_NOT_ING_WORDS = (
+    "going gonna thinking feeling wondering hoping wishing wanting trying doing saying "
+    "telling asking kidding joking getting being looking waiting talking planning "
+    "meaning dying rooting counting missing"
+)
+_EP_NOT_ING = frozenset(_EP_NOT_ING_WORDS.split())
+# Words that make no content of an object: pronouns, particles, times, vague words.
+_EP_STOP_WORDS = (
+    "the and but for with from into onto over after before back around away down off out "
+    "along through about there here that this these those them they their theirs its it's "
+    "one ones some something anything everything nothing thing things stuff lot lots well "
+    "really very much more most too also just all any yesterday today tonight last week "
+    "weeks weekend month months year years ago recently lately earlier now then again once "
+    "day days night morning afternoon evening time times while alright okay fine good great "
+    "nice home bit little few couple other another such what which who whom whose way "
+    "him her his hers she our ours ourselves myself yourself you your yours"
+)
+_EP_STOP = frozenset(_EP_STOP_WORDS.split())
+_EP_CUT = re.compile(
+    r"\s*(?:[;(]|\s-+\s|—|–|(?:,|,?\s+(?:and|but|so|because|cause|since|as|which|where|"
+    r"when|though|although|while|until|cuz))\s+(?:it|it's|its|this|that|they|they're|he|she|"
+    r"there|everyone|everybody|you|people|we|we're)\b)",
+    re.I,
+)
+# A date moved to the end of the clause ("Yesterday, I went ..."), kept when the object is cut.
+_EP_LAST_DATE = re.compile(rf"\s(?P<date>{_ANY_DATE_EN})$", re.I)
+_EP_OPEN_QUOTE = re.compile(r"(?<!\w)'(?=\w)")
+_EP_CLOSE_QUOTE = re.compile(r"(?<=\w)'(?!\w)")
+_EP_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?", re.I)
+_EP_SMALL_TALK = re.compile(
+    r"^(?:to\s+(?:say|admit|tell|go|run|leave|be|ask|know|thank)\b|a\s+(?:lot|bit|chance)\s+to\b|"
+    r"my\s+(?:point|mind|breath)\b|wrong|right|lucky|it\b|what\s)",
+    re.I,
+)
+
+
+def _ep_object(text: str) -> str | None:
+    """The object phrase of an event, cut at the next clause; None when it says nothing."""
+    text = _clean(text)
+    cut = _EP_CUT.search(text)
+    obj = _clean(text[: cut.start()] if cut else text)
+    moved = _EP_LAST_DATE.search(text) if cut else None
+    if moved and obj:
+        obj = f"{obj} {moved.group('date')}"
+    if not obj or _MENTIONS_YOU.search(obj) or _EP_SMALL_TALK.match(obj):
+        return None
+    if obj.count('"') % 2:
+        obj = obj.replace('"', "")
+    if len(_EP_OPEN_QUOTE.findall(obj)) > len(_EP_CLOSE_QUOTE.findall(obj)):
+        obj = _EP_OPEN_QUOTE.sub("", obj)  # the closing quote was cut with the punctuation
+    words = [w.lower() for w in _EP_WORD.findall(obj)]
+    if not any(len(w) >= 3 and w not in _EP_STOP for w in words):
+        return None
+    return obj
+
+
+def _en_episode(kind: str) -> Callable[[re.Match[str], int], _Hit | None]:
+    """The handler of one tense of the episodic rules: past, perfect, perfect_ing or ing."""
+
+    def handler(m: re.Match[str], depth: int) -> _Hit | None:
+        verb = " ".join(m.group("verb").lower().split())
+        if kind in ("perfect_ing", "ing") and (verb in _EP_NOT_ING or len(verb) < 5):
+            return None
+        obj = _ep_object(m.group("x"))
+        if obj is None:
+            return None
+        plural = " ".join(m.group("subj").lower().split()) != "i"
+        if m.group("name"):
+            who = f"The user and {m.group('name')}"
+        elif m.group("rel"):
+            who = f"The user and their {m.group('rel').lower()}"
+        else:
+            who = "The user and their family" if plural else "The user"
+        adv = "".join(f"{w} " for w in m.group("adv").lower().split() if w in _EP_KEEP_ADV)
+        have, be = ("have", "are") if plural else ("has", "is")
+        phrase = {
+            "past": f"{adv}{verb}",
+            "perfect": f"{have} {adv}{verb}",
+            "perfect_ing": f"{have} {adv}been {verb}",
+            "ing": f"{be} {adv}{verb}",
+        }[kind]
+        text = f"{who} {phrase} {_third_en(obj)}"
+        if kind == "ing" and _HAS_DATE_EN.search(obj):
+            return _hit(text, "plan", 6)  # "We're hosting a talent show next month"
+        return _hit(text, "personal_fact", 6)
+
+    return handler
+
+
+_HAVE_EN = r"(?:'ve|\s+have)\s+"
+_EP_RULES: list[_Rule] = [
+    (
+        _en(rf"^{_EP_SUBJECT}{_HAVE_EN}{_EP_ADV}been\s+(?P<verb>[a-z]+ing)\s+(?P<x>\S.*)"),
+        _en_episode("perfect_ing"),
+    ),
+    (
+        _en(rf"^{_EP_SUBJECT}{_HAVE_EN}{_EP_ADV}(?P<verb>{_EP_PERFECT})\s+(?P<x>\S.*)"),
+        _en_episode("perfect"),
+    ),
+    (
+        _en(
+            rf"^{_EP_SUBJECT}(?:'m|'re|\s+am|\s+are|m)\s+{_EP_ADV}(?P<verb>[a-z]+ing)\s+"
+            r"(?P<x>\S.*)"
+        ),
+        _en_episode("ing"),
+    ),
+    (
+        _en(rf"^{_EP_SUBJECT}\s+{_EP_ADV}(?P<verb>{_EP_PAST})\s+(?P<x>\S.*)"),
+        _en_episode("past"),
+    ),
+]
+
+
 _SUBJ = r"^i\s+" + _ADV
 _EN_RULES: list[_Rule] = [
     (
@@ -1387,6 +1540,7 @@ _EN_RULES: list[_Rule] = [
         ),
         _en_hobby,
     ),
+    *_EP_RULES,
     (_en(r"^i\s+(?P<verb>[a-z]+)\s+(?P<x>.+)"), _en_dated),
 ]
 
@@ -1411,8 +1565,12 @@ def _en_clause(clause: str, depth: int = 0) -> _Hit | None:
     return None
 
 
-_RELATIVE_DATE = re.compile(r"^(?:next|this|tomorrow|tonight|later|in|on|by|the|at|every)\b", re.I)
-_ONLY_DATE_EN = re.compile(rf"^\s*{_DATE_EN}\s*$", re.I)
+_RELATIVE_DATE = re.compile(
+    r"^(?:next|this|tomorrow|tonight|later|in|on|by|the|at|every|yesterday|last|past|earlier|"
+    r"recently|lately|over|a|two|three|four|five|six|seven|eight|nine|ten)\b",
+    re.I,
+)
+_ONLY_DATE_EN = re.compile(rf"^\s*{_ANY_DATE_EN}\s*$", re.I)
 
 
 def _is_question_en(sentence: str) -> bool:
@@ -1425,10 +1583,22 @@ def _is_hypothetical_en(sentence: str) -> bool:
     return bool(_HYPOTHETICAL_EN.search(_WOULD_LIKE.sub("", sentence)))
 
 
+_JOINT_SUBJECT_EN = re.compile(
+    r"^(?P<lead>(?:my\s+family|my\s+(?:[a-z-]+\s+)?" + _REL_EN + r"|(?-i:[A-Z][a-z]+))"
+    r"\s+and\s+)(?=i\s)",
+    re.I,
+)
+
+
 def _judge_en(sentence: str) -> list[_Hit]:
     if _is_question_en(sentence) or _is_hypothetical_en(sentence):
         return []
     body = _clean(sentence)
+    # "My husband and I went ...", "Anthony and I ...": the subject is not a clause of its own.
+    joint = _JOINT_SUBJECT_EN.match(_FILLER_EN.sub("", body))
+    lead = joint.group("lead") if joint else ""
+    if joint:
+        body = joint.string[joint.end() :]
     clauses: list[str] = []
     pending = ""
     for clause in _CLAUSE_SPLIT_EN.split(body):
@@ -1437,6 +1607,8 @@ def _judge_en(sentence: str) -> list[_Hit]:
         if _ONLY_DATE_EN.match(_FILLER_EN.sub("", clause.strip())):
             pending = f"{pending} {clause.strip()}".strip()  # "Next week, I ..." stays one
             continue
+        clause = f"{lead}{clause}"
+        lead = ""
         clauses.append(f"{pending}, {clause}" if pending else clause)
         pending = ""
     hits = []
@@ -1490,7 +1662,7 @@ _HAS_REL_ZH = re.compile(_REL_ZH)
 _ZH_CLAUSE_START = re.compile(
     r"^(?:我|而且|并且|但是|另外|以后|今后|从现在开始|请|不要|别|叫我|今年|现在住在|住在|来自|"
     r"在\S{1,12}(?:工作|上班|上学)|喜欢|不喜欢|讨厌|是一名|是一个|是一位|有一|养了|打算|计划|准备|"
-    r"明天|下周|下个月|明年)"
+    r"明天|下周|下个月|明年|(?:昨天|前天|上周|上个月|去年|最近)我)"
 )
 _ZH_SUBJECTLESS = re.compile(
     r"^(?:今年|现在住在|住在|来自|在\S{1,12}(?:工作|上班|上学)|喜欢|不喜欢|讨厌|是一名|是一个|是一位|"
@@ -1810,6 +1982,30 @@ def _zh_dated(m: re.Match[str], depth: int) -> _Hit | None:
     return _zh_hit(f"用户{date}{_third_zh(x)}", "plan", 5)
 
 
+_ZH_PAST = (
+    r"(?:昨天(?:早上|上午|中午|下午|晚上)?|前天|昨晚|上上?(?:个)?(?:周|星期|礼拜)[一二三四五六日天末]?|"
+    r"上个?月|去年|前年|最近|刚刚|刚才|刚|今天(?:早上|上午|下午)?|今早|前几天|前段时间|那天|"
+    r"之前|已经|终于|也|还)"
+)
+_ZH_EPISODE_VERB = (
+    r"(?:去了|去过|参加了|参加过|开始了?|完成了|读了|读完了|看了|看完了|买了|画了|画完了|写了|"
+    r"写完了|学会了|认识了|加入了|报名了|参观了|拜访了|做了|收到了|赢了|获得了|领养了|收养了|"
+    r"尝试了|爬了|跑了|玩了|拍了|种了|烤了|学了)"
+)
+_ZH_EPISODE_EXCLUDE = re.compile(
+    r"^(?:了|那里|这里|那儿|这儿|一下|一点|些|它|这个|那个|他|她|觉得|想|担心|明白|怀疑|后悔|喜欢|"
+    r"好|过|吧|啊|呢)"
+)
+
+
+def _zh_episode(m: re.Match[str], depth: int) -> _Hit | None:
+    x = _clean(m.group("x"))
+    if not x or "你" in x or _ZH_EPISODE_EXCLUDE.match(x):
+        return None
+    when = (m.group("d1") or "") + (m.group("d2") or "")
+    return _zh_hit(f"用户{when}{m.group('verb')}{_third_zh(x)}", "personal_fact", 6)
+
+
 _ZH_WHEN = (
     r"(?P<when>(?:平时|周末|每天|平常|一般|通常|经常|有空(?:的时候|时)?|闲暇时|业余时间|晚上|"
     r"早上)?)"
@@ -1889,6 +2085,13 @@ _ZH_RULES: list[_Rule] = [
     ),
     (_zh(r"^我(?:会说|能说|讲)(?P<x>.+)"), _zh_speak),
     (_zh(r"^我(?:从事|做)(?P<x>.+?)(?:工作|行业)$"), _zh_job),
+    (
+        _zh(
+            r"^(?P<d1>" + _DATE_ZH + "|" + _ZH_PAST + r")?我(?P<d2>" + _ZH_PAST + r"{0,3})"
+            r"(?P<verb>" + _ZH_EPISODE_VERB + r")(?P<x>.+)"
+        ),
+        _zh_episode,
+    ),
     (_zh(r"^我的(?P<major>专业)是(?P<x>.+)"), _zh_study),
     (_zh(r"^我(?:现在|目前)?(?:正在|在)?(?:学习|学|读|念)(?P<major>)(?P<x>.+)"), _zh_study),
     (

@@ -439,3 +439,102 @@ async def test_judge_without_llm_uses_rules() -> None:
 async def test_judge_with_no_new_message_is_empty() -> None:
     result = await Judge(None).judge([msg("I live in Paris.", new=False)], agent_id=None)
     assert (result.candidates, result.method) == ((), "rules")
+
+
+# --- episodic events and activities ---------------------------------------------------------------
+
+EPISODES = [
+    (
+        "I went to a LGBTQ support group yesterday and it was so powerful.",
+        "The user went to a LGBTQ support group yesterday.",
+    ),
+    ("I just finished a painting of a sunset.", "The user just finished a painting of a sunset."),
+    ("I've been reading 'Charlotte's Web'.", "The user has been reading Charlotte's Web."),
+    (
+        "We took the kids camping last weekend.",
+        "The user and their family took the kids camping last weekend.",
+    ),
+    ("I started volunteering at the shelter.", "The user started volunteering at the shelter."),
+    (
+        "Yesterday, I went to a pottery class with my kids.",
+        "The user went to a pottery class with their kids yesterday.",
+    ),
+    (
+        "My family and I visited the Grand Canyon last summer.",
+        "The user and their family visited the Grand Canyon last summer.",
+    ),
+    (
+        "My husband and I adopted a puppy in June.",
+        "The user and their husband adopted a puppy in June.",
+    ),
+    (
+        "Anthony and I went to a charity event.",
+        "The user and Anthony went to a charity event.",
+    ),
+    ("I'm reading a book about mindfulness.", "The user is reading a book about mindfulness."),
+    ("I signed up for a pottery class.", "The user signed up for a pottery class."),
+    ("I recently ran a half marathon!", "The user recently ran a half marathon."),
+    (
+        "I won first place in the chess tournament on May 5.",
+        "The user won first place in the chess tournament on May 5.",
+    ),
+    ("I've been to Paris twice.", "The user has been to Paris twice."),
+    ("我昨天去了一个支持小组。", "用户昨天去了一个支持小组。"),
+    ("我最近读了《三体》。", "用户最近读了《三体》。"),
+    ("昨天我参加了一个画画课。", "用户昨天参加了一个画画课。"),
+    ("我刚刚完成了一幅日落的画。", "用户刚刚完成了一幅日落的画。"),
+    ("我上周末认识了一个新朋友。", "用户上周末认识了一个新朋友。"),
+]
+
+
+@pytest.mark.parametrize(("text", "content"), EPISODES)
+def test_episode(text: str, content: str) -> None:
+    [c] = rule_based_judge([msg(text)])
+    assert (c.content, c.category, c.memory_type, c.scope) == (
+        content,
+        "personal_fact",
+        "text_mem",
+        "user",
+    )
+    assert c.importance == 6
+
+
+NO_EPISODE = [
+    "I did it!",
+    "I went there.",
+    "I got it.",
+    "I went there yesterday.",
+    "I made it!",
+    "Did you go to the party?",
+    "If I went to Paris, I would eat croissants.",
+    "I'm doing well.",
+    "I've been thinking about you.",
+    "I read your message.",
+    "I got to say, that's amazing.",
+    "We did alright.",
+    "我去了那里。",
+    "我买了它。",
+    "你去了哪里？",
+    "如果我去了北京，我会很开心。",
+]
+
+
+@pytest.mark.parametrize("text", NO_EPISODE)
+def test_no_episode(text: str) -> None:
+    assert judged(text) == []
+
+
+def test_episode_does_not_duplicate_other_families() -> None:
+    # The earlier families keep their sentences: one memory each, none episodic.
+    assert judged("I moved to Berlin last year.") == [
+        ("The user moved to Berlin last year.", "personal_fact", "user")
+    ]
+    assert judged("I'm flying to Rome next week.") == [
+        ("The user is flying to Rome next week.", "plan", "user")
+    ]
+    out = rule_based_judge(
+        [msg("I went to a yoga class.", id_="e1"), msg("I went to a yoga class!", id_="e2")]
+    )
+    assert [(c.content, c.source_event_ids) for c in out] == [
+        ("The user went to a yoga class.", ("e1", "e2"))
+    ]
