@@ -43,6 +43,7 @@ from typing import Any
 
 import httpx
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.cache import RedisCache
 from memstream.providers.base import USER_PROFILE, MemoryType, NewMemory, agent_cube
@@ -72,6 +73,7 @@ RATE = 200  # requests/s offered in the open-loop benchmark
 OPEN_WARMUP_SECONDS = 5
 OPEN_SECONDS = 20
 TIMEOUT_SECONDS = 5.0
+KEEPALIVE = 32  # idle connections the open-loop client keeps (see load_client)
 
 # -- synthetic text ------------------------------------------------------------------------
 
@@ -390,6 +392,13 @@ class Server:
         # After the command name: state is field 3, utime and stime are fields 14 and 15.
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def runqueue_seconds(self) -> float:
+        """How long the server's main thread (the event loop) has waited for a CPU while
+        runnable (``/proc/PID/schedstat``)."""
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/schedstat") as fh:
+            return int(fh.read().split()[1]) / 1e9
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -430,6 +439,7 @@ class Usage:
     (the load generator), and the whole machine's busy and total."""
 
     server: float
+    waited: float
     client: float
     busy: float
     total: float
@@ -443,7 +453,13 @@ class Usage:
         mine = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         client = mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
-        return cls(server.cpu_seconds(), client, (sum(ticks) - idle) / tick, sum(ticks) / tick)
+        return cls(
+            server.cpu_seconds(),
+            server.runqueue_seconds(),
+            client,
+            (sum(ticks) - idle) / tick,
+            sum(ticks) / tick,
+        )
 
     def since(self, before: Usage) -> Window:
         wall = (self.total - before.total) / (os.cpu_count() or 1)
@@ -452,6 +468,7 @@ class Usage:
         return Window(
             server_seconds=server,
             server_cores=server / wall,
+            server_waiting=(self.waited - before.waited) / wall,
             client_cores=client / wall,
             rest_cores=(self.busy - before.busy - server - client) / wall,
         )
@@ -465,13 +482,15 @@ class Window:
 
     server_seconds: float
     server_cores: float
+    server_waiting: float  # share of the window the event loop was runnable but not running
     client_cores: float
     rest_cores: float
 
     def describe(self) -> str:
         return (
             f"cores busy: server {self.server_cores:.2f}, load generator"
-            f" {self.client_cores:.2f}, rest {self.rest_cores:.2f} (of {os.cpu_count()})"
+            f" {self.client_cores:.2f}, rest {self.rest_cores:.2f} (of {os.cpu_count()});"
+            f" the server waited for a core {1000 * self.server_waiting:.0f} ms per second"
         )
 
 
@@ -659,6 +678,7 @@ class OpenLoop:
     max_send_lag_ms: float
     cpu_ms: float
     usage: Window
+    inside: dict[float, float]  # memstream_load_path_seconds{path="total"} buckets, by le
 
     def percentile(self, p: float) -> float:
         ordered = sorted(self.latencies_ms)
@@ -666,16 +686,50 @@ class OpenLoop:
             return float("nan")
         return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
+    def over_ms(self, bound_ms: float) -> float:
+        """The share of requests slower than ``bound_ms`` (from their scheduled send time)."""
+        slow = sum(1 for latency in self.latencies_ms if latency > bound_ms)
+        return slow / len(self.latencies_ms) if self.latencies_ms else float("nan")
+
+    def inside_bound_ms(self, p: float) -> float:
+        """The upper bound of the histogram bucket holding the p-th percentile of the time
+        spent inside the load path (``LoadPath.context``), as the server measured it."""
+        count = self.inside.get(float("inf"), 0.0)
+        for le, cumulative in sorted(self.inside.items()):
+            if count and cumulative >= p / 100 * count:
+                return 1000 * le
+        return float("nan")
+
+    def inside_over_ms(self, bound_ms: float) -> float:
+        """The share of requests that spent more than ``bound_ms`` inside the load path."""
+        count = self.inside.get(float("inf"), 0.0)
+        within = self.inside.get(bound_ms / 1000, float("nan"))
+        return (count - within) / count if count else float("nan")
+
+
+async def load_histogram(client: httpx.AsyncClient) -> dict[float, float]:
+    """memstream's own load-path latency histogram (path ``total``), cumulative by bucket."""
+    text = (await client.get("/metrics")).text
+    out: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "memstream_load_path_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_bucket") and sample.labels.get("path") == "total":
+                    out[float(sample.labels["le"])] = sample.value
+    return out
+
 
 def load_client(server: Server) -> httpx.AsyncClient:
-    """The open-loop generator's one client; its pool never makes a request wait.
+    """The open-loop generator's one client: no request ever waits for a connection.
 
-    (httpcore 1.0's pool does work quadratic in its number of connections on every request,
-    so once a stall has opened hundreds of connections the client itself slows down: the
-    send lag and load-generator CPU printed with each result show when that happened.)"""
+    Idle keep-alive connections are capped, though: httpcore 1.0's pool does work quadratic
+    in its number of connections for every idle one on every request, so after a stall of
+    the server had opened a hundred connections the client itself would fall behind (and
+    then open more). The send lag and load-generator CPU printed with each result show
+    whether the client kept its schedule."""
     return httpx.AsyncClient(
         base_url=server.base,
-        limits=httpx.Limits(max_connections=4096, max_keepalive_connections=4096),
+        limits=httpx.Limits(max_connections=4096, max_keepalive_connections=KEEPALIVE),
         timeout=httpx.Timeout(TIMEOUT_SECONDS),
     )
 
@@ -721,6 +775,7 @@ async def open_loop(
 
     payloads = [orjson.dumps(bodies[i % len(bodies)]) for i in range(count)]
     tasks = []
+    histogram = await load_histogram(client)
     before = Usage.now(server)
     first = loop.time() + 0.05
     for i, payload in enumerate(payloads):
@@ -733,6 +788,7 @@ async def open_loop(
         tasks.append(asyncio.create_task(send(payload, at)))
     await asyncio.gather(*tasks)
     usage = Usage.now(server).since(before)
+    inside = {le: n - histogram.get(le, 0.0) for le, n in (await load_histogram(client)).items()}
     return OpenLoop(
         offered=count,
         answered=counts["answered"],
@@ -744,6 +800,7 @@ async def open_loop(
         max_send_lag_ms=1000 * lag,
         cpu_ms=1000 * usage.server_seconds / max(1, counts["answered"]),
         usage=usage,
+        inside=inside,
     )
 
 
@@ -769,9 +826,12 @@ def _print_open(name: str, r: OpenLoop) -> None:
         f"  {name}: {r.answered}/{r.offered} answered at {RATE} req/s offered"
         f"\n    latency ms  p50 {r.percentile(50):6.1f}  p90 {r.percentile(90):6.1f}"
         f"  p99 {r.percentile(99):6.1f}  max {max(r.latencies_ms, default=float('nan')):6.1f}"
+        f"  ({100 * r.over_ms(20):.2f}% over 20 ms)"
         f"\n    errors/timeouts {errors} {dict(r.errors) or ''}"
         f"; degraded {r.degraded} {dict(r.degraded_parts) or ''}"
         f"; with long-term items {r.with_items}"
+        f"\n    inside the load path (server's histogram): p50 <= {r.inside_bound_ms(50):g} ms,"
+        f" p99 <= {r.inside_bound_ms(99):g} ms, {100 * r.inside_over_ms(20):.2f}% over 20 ms"
         f"\n    server CPU {r.cpu_ms:.2f} ms/request"
         f"; client max send lag {r.max_send_lag_ms:.1f} ms"
         f"\n    {r.usage.describe()}"
