@@ -10,7 +10,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,31 @@ def message(tenant: str, conversation: str, n: int, **fields: Any) -> dict[str, 
     }
     event.update(fields)
     return event
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Run an ASGI ``app`` under uvicorn on 127.0.0.1 and a free port, in a thread; yields
+    its base URL (a local stand-in for an external HTTP service: an LLM, MemOS, Mem0)."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the local test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 class TcpProxy:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -14,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import REGISTRY
@@ -22,7 +20,7 @@ from prometheus_client import REGISTRY
 from memstream.llm import LLMClient
 from memstream.longterm.judge import NEW_MARK, Judge
 from memstream.longterm.models import SessionMessage
-from tests.support import free_port
+from tests.support import free_port, serve
 
 pytestmark = pytest.mark.integration
 
@@ -87,21 +85,8 @@ def make_app(script: Script) -> FastAPI:
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, Script]]:
     script = Script()
-    port = free_port()
-    config = uvicorn.Config(
-        make_app(script), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the scripted LLM server did not start")
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}/v1", script
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serve(make_app(script)) as url:
+        yield f"{url}/v1", script
 
 
 @pytest.fixture

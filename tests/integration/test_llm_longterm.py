@@ -4,15 +4,12 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -22,7 +19,7 @@ from memstream.longterm.models import Candidate
 from memstream.longterm.summary import extractive_summary, llm_summary
 from memstream.providers.base import MemoryItem
 from memstream.tokens import count_tokens
-from tests.support import free_port
+from tests.support import serve
 
 pytestmark = pytest.mark.integration
 
@@ -66,21 +63,8 @@ def make_app(script: Script) -> FastAPI:
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, Script]]:
     script = Script()
-    port = free_port()
-    config = uvicorn.Config(
-        make_app(script), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the scripted LLM server did not start")
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}/v1", script
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serve(make_app(script)) as url:
+        yield f"{url}/v1", script
 
 
 @pytest.fixture

@@ -10,16 +10,13 @@ import itertools
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import REGISTRY
@@ -27,7 +24,7 @@ from prometheus_client import REGISTRY
 from memstream.errors import ProviderUnavailable
 from memstream.providers.base import NewMemory
 from memstream.providers.memos import MemOSProvider, memos_cube
-from tests.support import free_port
+from tests.support import free_port, serve
 
 pytestmark = pytest.mark.integration
 
@@ -36,26 +33,6 @@ BUCKETS = ("text_mem", "pref_mem", "skill_mem", "tool_mem")
 
 
 # --- a local HTTP server -------------------------------------------------------------------
-
-
-@contextmanager
-def serve(app: FastAPI) -> Iterator[str]:
-    """Run ``app`` under uvicorn on 127.0.0.1 and a free port; yields its base URL."""
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the local test server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @dataclass
