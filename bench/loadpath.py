@@ -271,7 +271,7 @@ def conversation(
 
 def memories(tenant: str, user: str, rng: random.Random) -> list[NewMemory]:
     """1,000 distinct memories of one user: the profile, then each agent's cube."""
-    cubes = [(USER_PROFILE, None, PROFILE_MEMORIES)]
+    cubes: list[tuple[str, str | None, int]] = [(USER_PROFILE, None, PROFILE_MEMORIES)]
     per_agent = (MEMORIES - PROFILE_MEMORIES) // AGENTS
     cubes += [
         (agent_cube(agent_of(a, long_term=True)), agent_of(a, long_term=True), per_agent)
@@ -897,13 +897,13 @@ async def main() -> None:
         runs: dict[str, list[Saturation]] = {"memstream": [], "reference": []}
         for _ in range(ROUNDS):
             for name, server in (("memstream", memstream), ("reference", reference)):
-                result = await saturate(server, script)
-                runs[name].append(result)
+                sat = await saturate(server, script)
+                runs[name].append(sat)
                 print(
-                    f"    {name:<9}: {result.rate:7.0f} req/s, p50 {result.p50_ms:6.1f} ms"
-                    f", p99 {result.p99_ms:6.1f} ms, {result.errors} errors"
-                    f", server CPU {result.cpu_ms:.2f} ms/request"
-                    f"; {result.usage.describe()}"
+                    f"    {name:<9}: {sat.rate:7.0f} req/s, p50 {sat.p50_ms:6.1f} ms"
+                    f", p99 {sat.p99_ms:6.1f} ms, {sat.errors} errors"
+                    f", server CPU {sat.cpu_ms:.2f} ms/request"
+                    f"; {sat.usage.describe()}"
                 )
         rates = {name: _mean([r.rate for r in rs]) for name, rs in runs.items()}
         cpu = {name: _mean([r.cpu_ms for r in rs]) for name, rs in runs.items()}
