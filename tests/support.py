@@ -221,6 +221,37 @@ def message(tenant: str, conversation: str, n: int, **fields: Any) -> dict[str, 
 
 
 @contextmanager
+def api_process(settings: Settings) -> Iterator[str]:
+    """``memstream api`` as deployed: its own process on ``settings.api_port``; yields its URL."""
+    import httpx
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memstream.cli", "api"],
+        env=settings_env(settings),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{settings.api_port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("memstream api did not start")
+        time.sleep(0.2)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextmanager
 def serve(app: Any) -> Iterator[str]:
     """Run an ASGI ``app`` under uvicorn on 127.0.0.1 and a free port, in a thread; yields
     its base URL (a local stand-in for an external HTTP service: an LLM, MemOS, Mem0)."""

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from tests.support import REPO, free_port, isolated_settings, settings_env
+from tests.support import api_process, free_port, isolated_settings
 
 pytestmark = pytest.mark.integration
 
@@ -21,30 +17,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def served_api(services) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """``memstream api`` as deployed: its own process, on a free port."""
-    port = free_port()
-    config = isolated_settings(api_port=port, log_level="WARNING")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memstream.cli", "api"],
-        env=settings_env(config),
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            pytest.fail("memstream api did not start")
-        time.sleep(0.2)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=10)
+    config = isolated_settings(api_port=free_port(), log_level="WARNING")
+    with api_process(config) as base:
+        yield base
 
 
 def test_no_input_causes_a_server_error(served_api: str) -> None:

@@ -4,10 +4,7 @@ Python package without any browser download) against ``memstream api`` on known 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +12,7 @@ import httpx
 import pytest
 
 from tests.integration.test_stats import seed
-from tests.support import REPO, free_port, isolated_settings, settings_env, unique
+from tests.support import REPO, api_process, free_port, isolated_settings, unique
 
 pytestmark = pytest.mark.integration
 
@@ -38,32 +35,11 @@ LOADED = "window.dashboard.ready && window.dashboard.loads >= %d"
 def served(services) -> Iterator[tuple[str, str, str]]:  # type: ignore[no-untyped-def]
     """``memstream api`` in its own process with keys for a fresh tenant and another."""
     tenant, other = unique("dash"), unique("other")
-    port = free_port()
     config = isolated_settings(
-        api_port=port, log_level="WARNING", api_keys=f"k-{tenant}:{tenant},k-{other}:{other}"
+        api_port=free_port(), log_level="WARNING", api_keys=f"k-{tenant}:{tenant},k-{other}:{other}"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memstream.cli", "api"],
-        env=settings_env(config),
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            pytest.fail("memstream api did not start")
-        time.sleep(0.2)
-    yield base, tenant, f"k-{tenant}"
-    proc.terminate()
-    proc.wait(timeout=10)
+    with api_process(config) as base:
+        yield base, tenant, f"k-{tenant}"
 
 
 async def charts_of(page: Any) -> Any:
