@@ -9,11 +9,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /src
 COPY . .
 # cryptography: MySQL 8's default caching_sha2_password login needs it in PyMySQL/aiomysql.
-# memstream.schemas looks for schemas/ beside the package, which a non-editable install
-# does not ship, so it is copied there.
 RUN pip install . cryptography \
-    && cp -r schemas "$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/schemas" \
-    && python -c "from memstream.schemas import validator; validator('message-written.v1')" \
+    && python -c "from memstream.events.validate import validator; validator('message-written.v1')" \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin memstream
 
 USER memstream

@@ -8,13 +8,13 @@ from typing import Any
 import faust
 
 from memstream import metrics
+from memstream.agents.retry import fail
 from memstream.longterm.conflict import LLMConflictResolver
 from memstream.longterm.payloads import candidates_of, dumps, loads, session_of
 from memstream.longterm.stages import plan
-from streams import shared
-from streams.app import app
-from streams.retrying import fail
-from streams.topics import lt_conflict, lt_persist
+from memstream.streams import shared
+from memstream.streams.app import app
+from memstream.streams.topics import lt_conflict, lt_persist
 
 STAGE = "conflict"
 

@@ -9,9 +9,9 @@ import faust
 from memstream import metrics
 from memstream.longterm.dedupe import dedupe as dedupe_candidates
 from memstream.longterm.payloads import candidates_of, dumps, loads, session_of
-from streams import shared
-from streams.app import app
-from streams.topics import lt_conflict, lt_dedupe
+from memstream.streams import shared
+from memstream.streams.app import app
+from memstream.streams.topics import lt_conflict, lt_dedupe
 
 STAGE = "dedupe"
 

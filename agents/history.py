@@ -9,14 +9,14 @@ from typing import Any
 import faust
 
 from memstream import metrics
-from memstream.deadletter import SourceRecord
+from memstream.events.deadletter import SourceRecord
 from memstream.history import STAGE, HistoryWriter, Triage
 from memstream.longterm.payloads import dumps
 from memstream.runtime import Resources
-from streams import shared
-from streams.app import app, settings
-from streams.shared import source_of
-from streams.topics import message_written, summary_check
+from memstream.streams import shared
+from memstream.streams.app import app, settings
+from memstream.streams.shared import source_of
+from memstream.streams.topics import message_written, summary_check
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ import faust
 from memstream import metrics
 from memstream.longterm.judge import Judge
 from memstream.longterm.payloads import dumps, loads, messages_of, session_of
-from streams import shared
-from streams.app import app
-from streams.topics import lt_dedupe, lt_judge
+from memstream.streams import shared
+from memstream.streams.app import app
+from memstream.streams.topics import lt_dedupe, lt_judge
 
 STAGE = "judge"
 

@@ -7,12 +7,12 @@ from typing import Any
 import faust
 
 from memstream import metrics
+from memstream.agents.retry import fail
 from memstream.longterm.payloads import loads, memories_of, session_of
 from memstream.longterm.stages import persist as persist_plan
-from streams import shared
-from streams.app import app
-from streams.retrying import fail
-from streams.topics import lt_persist
+from memstream.streams import shared
+from memstream.streams.app import app
+from memstream.streams.topics import lt_persist
 
 STAGE = "persist"
 

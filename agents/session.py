@@ -8,16 +8,16 @@ from typing import Any
 import faust
 
 from memstream import metrics
-from memstream.deadletter import SourceRecord, dead_letter
 from memstream.errors import InvalidEvent
-from memstream.events import parse_session_end
+from memstream.events.deadletter import SourceRecord, dead_letter
+from memstream.events.parse import parse_session_end
 from memstream.kafka import HistoryProgress
 from memstream.longterm.payloads import Session, dumps
 from memstream.longterm.stages import collect
 from memstream.retry import retry_forever
-from streams import shared
-from streams.app import app, settings
-from streams.topics import lt_judge, session_ended, summary_check
+from memstream.streams import shared
+from memstream.streams.app import app, settings
+from memstream.streams.topics import lt_judge, session_ended, summary_check
 
 STAGE = "session"
 

@@ -13,10 +13,10 @@ from memstream.longterm.payloads import loads
 from memstream.longterm.summary import extractive_summary, llm_summary
 from memstream.retry import retry_forever
 from memstream.store.summaries import Summary
-from memstream.tokens import count_tokens
-from streams import shared
-from streams.app import app, settings
-from streams.topics import summary_check
+from memstream.streams import shared
+from memstream.streams.app import app, settings
+from memstream.streams.topics import summary_check
+from memstream.text.tokens import count_tokens
 
 STAGE = "summary"
 TRIGGER = 20  # uncovered messages that call for a new summary (CONTRACT section 5)

@@ -20,12 +20,12 @@ import orjson
 import redis.asyncio as aioredis
 from sqlalchemy import insert
 
-from memstream.cache import RedisCache
 from memstream.settings import Settings
+from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.schema import conversation_message
-from memstream.tokens import count_tokens
+from memstream.text.tokens import count_tokens
 from tests.support import caught_up, eventually, free_port, isolated_settings, publish
 
 EVENTS = 50_000
@@ -149,7 +149,7 @@ async def end_to_end(
         await publish(settings, "message-written", evs)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "memstream.cli", "worker"],
+            [sys.executable, "-m", "memstream", "worker"],
             env=settings_env(settings.model_copy(update={"worker_web_port": free_port()})),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

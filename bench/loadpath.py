@@ -45,13 +45,13 @@ import httpx
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from memstream.cache import RedisCache
-from memstream.providers.base import USER_PROFILE, MemoryType, NewMemory, agent_cube
+from memstream.memory import USER_PROFILE, MemoryType, NewMemory, agent_cube
 from memstream.providers.mysql import MySQLProvider
 from memstream.settings import Settings
+from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore, StoredMessage
-from memstream.tokens import count_many
+from memstream.text.tokens import count_many
 from tests.support import REPO, free_port, isolated_settings, settings_env
 
 CONVERSATIONS = 2_000
@@ -417,7 +417,7 @@ def servers(settings: Settings, log_dir: Path) -> tuple[Server, Server]:
     port = free_port()
     memstream = Server(
         "memstream api",
-        [sys.executable, "-m", "memstream.cli", "api"],
+        [sys.executable, "-m", "memstream", "api"],
         settings_env(settings.model_copy(update={"api_port": port})),
         port,
         log_dir / "memstream-api.log",

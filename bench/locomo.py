@@ -35,13 +35,13 @@ from pathlib import Path
 
 from sqlalchemy import delete
 
-from memstream.providers.base import USER_PROFILE, NewMemory
+from memstream.memory import USER_PROFILE, NewMemory
 from memstream.providers.mysql import MySQLProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
 from memstream.store.schema import long_term_memory
-from memstream.tokens import count_many
+from memstream.text.tokens import count_many
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

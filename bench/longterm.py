@@ -32,7 +32,7 @@ from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore
 from memstream.store.schema import long_term_memory as ltm
-from memstream.tokens import count_tokens
+from memstream.text.tokens import count_tokens
 from tests.support import caught_up, eventually, free_port, isolated_settings, publish, settings_env
 
 BURST = 200
@@ -100,7 +100,7 @@ async def chain_idle(settings: Settings) -> bool:
 
 def start_worker(settings: Settings) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "memstream.cli", "worker"],
+        [sys.executable, "-m", "memstream", "worker"],
         env=settings_env(settings),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

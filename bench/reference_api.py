@@ -26,10 +26,10 @@ from memstream.api.models import (
     LongTerm,
     TokenCounts,
 )
-from memstream.cache import RedisCache, decode_member
+from memstream.loadpath.window import Message, build_window
 from memstream.settings import Settings
-from memstream.tokens import count_tokens
-from memstream.window import Message, build_window
+from memstream.store.cache import RedisCache, decode_member
+from memstream.text.tokens import count_tokens
 
 
 def create_app(settings: Settings) -> FastAPI:

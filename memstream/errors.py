@@ -1,12 +1,23 @@
-"""Exceptions raised by memstream.
+"""Every exception memstream raises on purpose, under one root.
 
 MemstreamError
 ├── InvalidEvent          an input record that cannot be accepted (goes to dead-letter)
 ├── ConfigurationError    settings that cannot work together
-└── ServiceUnavailable    a required service (broker, database) does not answer
+├── ServiceUnavailable    a required service (broker, database) does not answer
+├── ProviderUnavailable   a long-term provider cannot serve the call
+├── ReplayRefused         the consumer group is live: rewinding now would race it
+├── Refused               a write refused for its data (not an outage); retrying cannot help
+├── LLMError              the LLM endpoint gave no usable completion (``kind`` says why)
+├── JudgeOutputError      the judge model's answer is not a usable list of memories
+├── MalformedDecision     the conflict model's answer is not a usable decision
+└── ApiError              an error the query API answers with on purpose (status, code)
 """
 
 from __future__ import annotations
+
+from typing import Literal
+
+LLMErrorKind = Literal["http", "timeout", "connection", "bad_response", "empty"]
 
 
 class MemstreamError(Exception):
@@ -32,3 +43,38 @@ class ServiceUnavailable(MemstreamError):
 
 class ProviderUnavailable(MemstreamError):
     """A long-term provider cannot serve the call (not configured, down, or refused)."""
+
+
+class ReplayRefused(MemstreamError):
+    """The consumer group still has live members: rewinding now would race them."""
+
+
+class Refused(MemstreamError):
+    """The call was refused for its data (not an outage); ``__cause__`` says why."""
+
+
+class LLMError(MemstreamError):
+    """The LLM endpoint gave no usable completion; ``kind`` says why."""
+
+    def __init__(self, kind: LLMErrorKind, detail: str) -> None:
+        super().__init__(detail)
+        self.kind: LLMErrorKind = kind
+        self.detail = detail
+
+
+class JudgeOutputError(MemstreamError):
+    """The judge model answered something that is not a usable list of memories."""
+
+
+class MalformedDecision(MemstreamError):
+    """The conflict model's answer is not a usable decision."""
+
+
+class ApiError(MemstreamError):
+    """An error the API answers with on purpose: ``status`` (4xx), machine ``code``, message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message

@@ -19,13 +19,13 @@ from datetime import datetime
 from functools import partial
 
 from memstream import metrics
-from memstream.cache import RedisCache
-from memstream.deadletter import DeadLetter, SourceRecord, dead_letter
-from memstream.errors import InvalidEvent
-from memstream.events import MessageWritten, parse_message
-from memstream.retry import TRANSIENT, Refused, retry_forever
+from memstream.errors import InvalidEvent, Refused
+from memstream.events.deadletter import DeadLetter, SourceRecord, dead_letter
+from memstream.events.parse import MessageWritten, parse_message
+from memstream.retry import TRANSIENT, retry_forever
+from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore, StoredMessage, utc_naive
-from memstream.tokens import count_tokens
+from memstream.text.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 

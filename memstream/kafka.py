@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
-from memstream.errors import MemstreamError, ServiceUnavailable
+from memstream.errors import MemstreamError, ReplayRefused, ServiceUnavailable
 from memstream.settings import Settings
 
 PUBLIC_TOPICS = ("message-written", "session-ended", "dead-letter")
@@ -26,10 +26,6 @@ INTERNAL_TOPICS = (
     "lt-retry",
     "summary-check",
 )
-
-
-class ReplayRefused(MemstreamError):
-    """The consumer group still has live members: rewinding now would race them."""
 
 
 @asynccontextmanager

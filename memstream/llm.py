@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 from prometheus_client import Counter, Histogram
 
-from memstream.errors import ConfigurationError, MemstreamError
+from memstream.errors import ConfigurationError, LLMError
 
 if TYPE_CHECKING:
     from memstream.settings import Settings
@@ -25,7 +25,6 @@ log = logging.getLogger(__name__)
 
 # What the completion is for: a small fixed set, so the metric labels stay bounded.
 Purpose = Literal["judge", "conflict", "summary", "other"]
-LLMErrorKind = Literal["http", "timeout", "connection", "bad_response", "empty"]
 
 LLM_REQUESTS = Counter(
     "memstream_llm_requests_total",
@@ -40,15 +39,6 @@ LLM_SECONDS = Histogram(
 )
 
 _SNIPPET_CHARS = 200
-
-
-class LLMError(MemstreamError):
-    """The LLM endpoint gave no usable completion; ``kind`` says why."""
-
-    def __init__(self, kind: LLMErrorKind, detail: str) -> None:
-        super().__init__(detail)
-        self.kind: LLMErrorKind = kind
-        self.detail = detail
 
 
 class LLMClient:

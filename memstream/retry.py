@@ -11,6 +11,7 @@ from typing import TypeVar
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from memstream import metrics
+from memstream.errors import Refused
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -24,10 +25,6 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 )
 # Data the database itself refuses: retrying cannot help.
 REFUSED: tuple[type[BaseException], ...] = (IntegrityError, DataError)
-
-
-class Refused(Exception):
-    """The call was refused for its data (not an outage); ``__cause__`` says why."""
 
 
 async def retry_forever(

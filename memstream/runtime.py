@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.cache import RedisCache
 from memstream.settings import Settings
+from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine
 from memstream.store.messages import MessageStore
 

@@ -9,14 +9,14 @@ from typing import Any
 
 import faust
 
-from memstream.deadletter import DeadLetter, SourceRecord
+from memstream.events.deadletter import DeadLetter, SourceRecord
 from memstream.llm import LLMClient
 from memstream.providers.router import ProviderRouter
 from memstream.runtime import Resources
 from memstream.store.marks import MarkStore
 from memstream.store.summaries import SummaryStore
-from streams.app import settings
-from streams.topics import dead_letter
+from memstream.streams.app import settings
+from memstream.streams.topics import dead_letter
 
 
 @cache

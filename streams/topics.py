@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from faust import TopicT
 
-from streams.app import app, settings
+from memstream.streams.app import app, settings
 
 
 def _topic(name: str) -> TopicT:
@@ -24,12 +24,3 @@ lt_conflict = _topic("lt-conflict")  # keyed by (tenant, user) from here on
 lt_persist = _topic("lt-persist")
 lt_retry = _topic("lt-retry")
 summary_check = _topic("summary-check")
-
-INTERNAL_TOPICS = (
-    "lt-judge",
-    "lt-dedupe",
-    "lt-conflict",
-    "lt-persist",
-    "lt-retry",
-    "summary-check",
-)

@@ -69,7 +69,7 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memstream.cli", "worker"],
+            [sys.executable, "-m", "memstream", "worker"],
             env=settings_env(self.settings),
             stdout=self.log_path.open("wb"),
             stderr=subprocess.STDOUT,
@@ -186,7 +186,7 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``memstream ARGS`` as a separate process with ``settings``."""
     return subprocess.run(
-        [sys.executable, "-m", "memstream.cli", *args],
+        [sys.executable, "-m", "memstream", *args],
         env=settings_env(settings),
         capture_output=True,
         text=True,
@@ -226,7 +226,7 @@ def api_process(settings: Settings) -> Iterator[str]:
     import httpx
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memstream.cli", "api"],
+        [sys.executable, "-m", "memstream", "api"],
         env=settings_env(settings),
         cwd=REPO,
         stdout=subprocess.DEVNULL,

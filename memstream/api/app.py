@@ -13,7 +13,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from memstream.api import errors, stats
 from memstream.api.auth import check_tenant
-from memstream.api.errors import ApiError
 from memstream.api.models import (
     AddMemoryRequest,
     AgentConfigBody,
@@ -28,8 +27,9 @@ from memstream.api.models import (
     SearchRequest,
     StoredMessageOut,
 )
-from memstream.loadpath import LoadPath
-from memstream.providers.base import USER_PROFILE, MemoryItem, NewMemory, agent_cube
+from memstream.errors import ApiError
+from memstream.loadpath.assemble import LoadPath
+from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
 from memstream.settings import Settings
 from memstream.store.agents import AgentConfig
 

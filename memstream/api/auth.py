@@ -6,7 +6,7 @@ import hmac
 
 from fastapi import Request
 
-from memstream.api.errors import ApiError
+from memstream.errors import ApiError
 
 
 def check_tenant(request: Request, tenant_id: str) -> None:

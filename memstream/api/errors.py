@@ -10,19 +10,9 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memstream.errors import ProviderUnavailable
+from memstream.errors import ApiError, ProviderUnavailable
 
 log = logging.getLogger(__name__)
-
-
-class ApiError(Exception):
-    """An error the API answers with on purpose."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
 
 
 def error_body(code: str, message: str) -> dict[str, dict[str, str]]:

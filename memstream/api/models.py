@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from memstream.providers.base import MemoryType
+from memstream.memory import MemoryType
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"\S")]
 Text = Annotated[str, StringConstraints(max_length=32768)]

@@ -20,14 +20,14 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.api.auth import check_tenant
-from memstream.api.errors import ApiError
 from memstream.api.models import Id
-from memstream.providers.base import MEMORY_TYPES, USER_PROFILE
-from memstream.searchstats import LATENCY_BUCKETS, latency_quantile
+from memstream.errors import ApiError
+from memstream.memory import MEMORY_TYPES, USER_PROFILE
 from memstream.store.messages import utc_naive
 from memstream.store.schema import conversation_message as messages
 from memstream.store.schema import long_term_memory as memories
 from memstream.store.schema import search_stat
+from memstream.store.searchstats import LATENCY_BUCKETS, latency_quantile
 
 router = APIRouter()
 
@@ -73,8 +73,14 @@ class _Range:
 
     def __init__(self, start: datetime | None, end: datetime | None, bucket: Bucket) -> None:
         now = datetime.now(UTC).replace(tzinfo=None)
-        self.end = utc_naive(end) if end else now
-        self.start = utc_naive(start) if start else self.end - _DEFAULT_RANGE[bucket]
+        try:
+            self.end = utc_naive(end) if end else now
+            self.start = utc_naive(start) if start else self.end - _DEFAULT_RANGE[bucket]
+        except OverflowError:
+            # Times at the calendar's edges: converting to UTC or stepping back leaves it.
+            raise ApiError(
+                422, "invalid_range", "from and to must be times within years 1-9999"
+            ) from None
         self.bucket = bucket
         if self.start >= self.end:
             raise ApiError(422, "invalid_range", "from must be before to")
@@ -90,6 +96,8 @@ class _Range:
         at = first
         while at < self.end:
             self.buckets.append(at)
+            if self.end - at <= _STEP[bucket]:
+                break  # stepping past the last bucket could leave the calendar
             at += _STEP[bucket]
 
     def index(self) -> dict[datetime, int]:

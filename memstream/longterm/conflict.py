@@ -44,10 +44,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from memstream.llm import LLMClient, LLMError
+from memstream.errors import LLMError, MalformedDecision
+from memstream.llm import LLMClient
 from memstream.longterm.dedupe import match, normalise, similarity
 from memstream.longterm.models import Candidate
-from memstream.providers.base import MemoryItem
+from memstream.memory import MemoryItem
 from memstream.retrieval import stem, tokenize
 
 log = logging.getLogger(__name__)
@@ -582,10 +583,6 @@ an existing memory redundant, list those memories' ids in "expire_ids" so the ou
 are removed.
 Only use ids from the EXISTING list. Answer with one JSON object and nothing else:
 {"action": "store" or "skip", "expire_ids": ["..."], "reason": "one short sentence"}"""
-
-
-class MalformedDecision(ValueError):
-    """The model's answer is not a usable decision."""
 
 
 def parse_decision(raw: str, allowed_ids: Sequence[str]) -> Decision:

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from prometheus_client import Counter
 
-from memstream.errors import MemstreamError
-from memstream.llm import LLMClient, LLMError
+from memstream.errors import JudgeOutputError, LLMError
+from memstream.llm import LLMClient
 from memstream.longterm.models import (
     IMPORTANCE_RANGES,
     MAX_CONTENT_CHARS,
@@ -32,7 +32,7 @@ from memstream.longterm.models import (
     Scope,
     SessionMessage,
 )
-from memstream.providers.base import MEMORY_TYPES, MemoryType
+from memstream.memory import MEMORY_TYPES, MemoryType
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,6 @@ MAX_MESSAGE_CHARS = 2000
 MAX_CONTEXT_CHARS = 24000
 # The rules look at this much of one message (regular expressions on bounded input).
 MAX_RULE_CHARS = 8000
-
-
-class JudgeOutputError(MemstreamError):
-    """The judge model answered something that is not a usable list of memories."""
 
 
 # --- the prompt -------------------------------------------------------------------------------

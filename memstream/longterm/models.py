@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from memstream.providers.base import MemoryType
+from memstream.memory import MemoryType
 
 Scope = Literal["user", "agent"]
 # The five kinds of information worth remembering, and their importance ranges (1-10).

@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from memstream.events import SessionEnded
+from memstream.events.parse import SessionEnded
 from memstream.longterm.models import Candidate, SessionMessage
-from memstream.providers.base import USER_PROFILE, NewMemory, agent_cube
+from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 
 
 @dataclass(frozen=True, slots=True)

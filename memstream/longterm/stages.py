@@ -17,7 +17,8 @@ from memstream.longterm.dedupe import dedupe
 from memstream.longterm.judge import Judge, JudgeResult
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session
-from memstream.providers.base import LongTermProvider, MemoryItem, NewMemory
+from memstream.memory import MemoryItem, NewMemory
+from memstream.providers.base import LongTermProvider
 from memstream.store.marks import MarkStore, mark_of
 from memstream.store.messages import MessageStore
 

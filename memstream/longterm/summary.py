@@ -29,10 +29,11 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memstream.llm import LLMClient, LLMError
+from memstream.errors import LLMError
+from memstream.llm import LLMClient
 from memstream.longterm.dedupe import normalise
 from memstream.retrieval import tokenize
-from memstream.tokens import count_tokens, encoding
+from memstream.text.tokens import count_tokens, encoding
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ import httpx
 from prometheus_client import Counter, Histogram
 
 from memstream.errors import ConfigurationError, ProviderUnavailable
-from memstream.providers.base import MEMORY_TYPES, USER_PROFILE, NewMemory
+from memstream.memory import MEMORY_TYPES, USER_PROFILE, NewMemory
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

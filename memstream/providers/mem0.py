@@ -52,7 +52,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from memstream.errors import ProviderUnavailable
-from memstream.providers.base import (
+from memstream.memory import (
     MEMORY_TYPES,
     USER_PROFILE,
     MemoryItem,

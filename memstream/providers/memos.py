@@ -77,7 +77,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from memstream.errors import ProviderUnavailable
-from memstream.providers.base import (
+from memstream.memory import (
     MEMORY_TYPES,
     USER_PROFILE,
     MemoryItem,

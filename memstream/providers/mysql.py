@@ -53,7 +53,7 @@ from sqlalchemy import Insert, Row, case, func, select, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from memstream.providers.base import (
+from memstream.memory import (
     MEMORY_TYPES,
     USER_PROFILE,
     MemoryItem,

@@ -142,7 +142,7 @@ processed_mark = Table(
 )
 
 # Load-path long-term searches, aggregated per tenant and minute in the API process and
-# flushed in batches (memstream.searchstats); a flush adds its counts to the row (upsert).
+# flushed in batches (memstream.store.searchstats); a flush adds its counts to the row (upsert).
 # ``le_*`` is a latency histogram: searches that took longer than the previous bound and at
 # most this one (not cumulative); ``searchstats.LATENCY_BUCKETS`` names them in order.
 search_stat = Table(

@@ -10,11 +10,11 @@ import httpx
 import pytest
 
 from memstream.api.app import create_app
-from memstream.cache import RedisCache
 from memstream.settings import Settings
+from memstream.store.cache import RedisCache
 from memstream.store.messages import StoredMessage
 from memstream.store.schema import conversation_summary
-from memstream.tokens import count_tokens
+from memstream.text.tokens import count_tokens
 from tests.support import eventually, free_port, isolated_settings, proxied_database
 
 pytestmark = pytest.mark.integration

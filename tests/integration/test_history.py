@@ -8,10 +8,10 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from memstream.cache import RedisCache
 from memstream.settings import Settings
+from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore
-from memstream.tokens import count_tokens
+from memstream.text.tokens import count_tokens
 from tests.support import caught_up, eventually, message, publish, read_topic, run_cli
 
 pytestmark = pytest.mark.integration

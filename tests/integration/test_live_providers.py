@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from memstream.providers.base import LongTermProvider, MemoryItem, NewMemory
+from memstream.memory import MemoryItem, NewMemory
+from memstream.providers.base import LongTermProvider
 from memstream.providers.mem0 import Mem0Provider
 from memstream.providers.memos import MemOSProvider
 from tests.support import unique

@@ -17,8 +17,8 @@ from memstream.llm import LLMClient
 from memstream.longterm.conflict import MAX_LLM_LIVE, LLMConflictResolver
 from memstream.longterm.models import Candidate
 from memstream.longterm.summary import extractive_summary, llm_summary
-from memstream.providers.base import MemoryItem
-from memstream.tokens import count_tokens
+from memstream.memory import MemoryItem
+from memstream.text.tokens import count_tokens
 from tests.support import serve
 
 pytestmark = pytest.mark.integration

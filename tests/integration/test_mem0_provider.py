@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import REGISTRY
 
 from memstream.errors import ProviderUnavailable
-from memstream.providers.base import NewMemory
+from memstream.memory import NewMemory
 from memstream.providers.mem0 import Mem0Provider, mem0_user, normalise_score
 from tests.integration.test_memos_provider import Seen, relevance
 from tests.support import free_port, serve

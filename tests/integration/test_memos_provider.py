@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import REGISTRY
 
 from memstream.errors import ProviderUnavailable
-from memstream.providers.base import NewMemory
+from memstream.memory import NewMemory
 from memstream.providers.memos import MemOSProvider, memos_cube
 from tests.support import free_port, serve
 

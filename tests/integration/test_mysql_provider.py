@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.providers.base import USER_PROFILE, LongTermProvider, NewMemory, agent_cube
+from memstream.memory import USER_PROFILE, NewMemory, agent_cube
+from memstream.providers.base import LongTermProvider
 from memstream.providers.mysql import MySQLProvider, content_hash
 from memstream.store.database import create_engine, migrate
 from memstream.store.schema import long_term_memory

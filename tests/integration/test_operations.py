@@ -56,7 +56,7 @@ async def test_migrate_is_idempotent_on_both_backends(services, tmp_path: Path, 
 
 def test_migrate_command(services):
     done = subprocess.run(
-        [sys.executable, "-m", "memstream.cli", "migrate"],
+        [sys.executable, "-m", "memstream", "migrate"],
         env=settings_env(services),
         capture_output=True,
         text=True,
@@ -77,8 +77,7 @@ async def test_publish_reports_bad_lines_and_sends_the_rest(settings, tenant, tm
     ]
     path.write_bytes(b"\n".join(lines) + b"\n")
     done = subprocess.run(
-        [sys.executable, "-m", "memstream.cli", "publish", str(path)]
-        + ["--topic", "message-written"],
+        [sys.executable, "-m", "memstream", "publish", str(path)] + ["--topic", "message-written"],
         env=settings_env(settings),
         capture_output=True,
         text=True,
@@ -97,7 +96,7 @@ async def test_dev_runs_the_system_on_the_embedded_default(tmp_path: Path, tenan
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
     env["MEMSTREAM_WORKER_WEB_PORT"] = "0"
     dev = subprocess.Popen(
-        [sys.executable, "-m", "memstream.cli", "dev"],
+        [sys.executable, "-m", "memstream", "dev"],
         env=env,
         cwd=tmp_path,
         stdout=subprocess.PIPE,
@@ -120,7 +119,7 @@ async def test_dev_runs_the_system_on_the_embedded_default(tmp_path: Path, tenan
         )
         publish_env = {**env, "MEMSTREAM_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:19092"}
         done = subprocess.run(
-            [sys.executable, "-m", "memstream.cli", "publish", str(events)]
+            [sys.executable, "-m", "memstream", "publish", str(events)]
             + ["--topic", "message-written"],
             env=publish_env,
             capture_output=True,

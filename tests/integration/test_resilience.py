@@ -12,8 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
-from memstream.cache import RedisCache
 from memstream.kafka import live_members
+from memstream.store.cache import RedisCache
 from tests.support import (
     caught_up,
     eventually,

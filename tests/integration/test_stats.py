@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.providers.base import NewMemory
+from memstream.memory import NewMemory
 from memstream.providers.mysql import MySQLProvider
-from memstream.searchstats import SearchStats
 from memstream.settings import Settings
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.schema import long_term_memory
+from memstream.store.searchstats import SearchStats
 from tests.integration.test_api import client_for
 from tests.support import isolated_settings, unique
 
@@ -252,6 +252,10 @@ async def test_tenant_isolation_and_bad_params(services, engine, tenant):
             {"from": "yesterday"},
             {"from": "2026-03-02T00:00:00Z", "to": "2026-03-01T00:00:00Z"},
             {"from": "2020-01-01T00:00:00Z", "to": "2026-01-01T00:00:00Z", "bucket": "hour"},
+            # At the calendar's edges: no 500 from date arithmetic.
+            {"to": "0001-01-01T00:00:00Z", "bucket": "day"},
+            {"from": "9999-12-31T23:59:59-01:00"},
+            {"from": "0001-01-01T00:00:00+01:00", "to": "0001-01-02T00:00:00Z"},
         ]
         for params in bad:
             for path in paths[1:3]:

@@ -7,9 +7,9 @@ from datetime import datetime
 
 import pytest
 
-from memstream.budget import LongTermBudget, budget_long_term, is_sensitive, prepare_items
-from memstream.providers.base import USER_PROFILE, MemoryItem
-from memstream.tokens import count_tokens
+from memstream.loadpath.budget import LongTermBudget, budget_long_term, is_sensitive, prepare_items
+from memstream.memory import USER_PROFILE, MemoryItem
+from memstream.text.tokens import count_tokens
 
 
 def item(content: str, score: float, cube_id: str = USER_PROFILE, id: str = "") -> MemoryItem:

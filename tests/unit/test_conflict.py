@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memstream.errors import MalformedDecision
 from memstream.longterm.conflict import (
     Decision,
     Fact,
-    MalformedDecision,
     clash,
     facts,
     parse,
@@ -19,7 +19,7 @@ from memstream.longterm.conflict import (
     shortlist,
 )
 from memstream.longterm.models import Candidate
-from memstream.providers.base import MemoryItem
+from memstream.memory import MemoryItem
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from memstream.cache import decode_member, encode_member, score
-from memstream.deadletter import SourceRecord, dead_letter
+from memstream.events.deadletter import SourceRecord, dead_letter
+from memstream.events.validate import validator
 from memstream.history import triage
-from memstream.schemas import validator
-from memstream.tokens import count_tokens
+from memstream.store.cache import decode_member, encode_member, score
+from memstream.text.tokens import count_tokens
 
 
 def record(value: bytes | None, offset: int = 0, key: bytes | None = b"c1") -> SourceRecord:

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memstream.errors import JudgeOutputError
 from memstream.longterm.judge import (
     NEW_MARK,
     Judge,
-    JudgeOutputError,
     build_prompt,
     cut_content,
     parse_judge_output,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream.longterm.retries import RetryRecord, backoff, next_try
+from memstream.longterm.backoff import RetryRecord, backoff, next_try
 
 
 def test_backoff_doubles_and_is_capped() -> None:

@@ -17,7 +17,7 @@ from memstream.longterm.summary import (
     sentences,
     truncate_tokens,
 )
-from memstream.tokens import count_tokens
+from memstream.text.tokens import count_tokens
 
 TRIP = [
     ("user", "Hi!"),

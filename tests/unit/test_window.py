@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.cache import CachedMessage
-from memstream.tokens import count_tokens
-from memstream.window import Message, Summary, Window, WindowEntry, build_window
+from memstream.loadpath.window import Message, Summary, Window, WindowEntry, build_window
+from memstream.store.cache import CachedMessage
+from memstream.text.tokens import count_tokens
 
 
 def msg(role: str, content: str, tokens: int | None = None, kind: str = "chat") -> Message:

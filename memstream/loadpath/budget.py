@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memstream.providers.base import USER_PROFILE, MemoryItem
-from memstream.tokens import count_tokens
+from memstream.memory import USER_PROFILE, MemoryItem
+from memstream.text.tokens import count_tokens
 
 MIN_SCORE = 0.3
 MAX_ITEM_CHARS = 1000

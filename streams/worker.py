@@ -20,15 +20,15 @@ def run_worker(settings: Settings) -> int:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     # Importing the agent modules registers them on the app.
-    import agents.conflict
-    import agents.dedupe
-    import agents.history
-    import agents.judge
-    import agents.persist
-    import agents.session
-    import agents.summary  # noqa: F401
-    import streams.retrying  # noqa: F401
-    from streams.app import app
+    import memstream.agents.conflict
+    import memstream.agents.dedupe
+    import memstream.agents.history
+    import memstream.agents.judge
+    import memstream.agents.persist
+    import memstream.agents.retry
+    import memstream.agents.session
+    import memstream.agents.summary  # noqa: F401
+    from memstream.streams.app import app
 
     @app.page("/metrics")
     async def metrics(self: faust.web.View, request: faust.web.Request) -> faust.web.Response:

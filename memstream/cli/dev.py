@@ -63,9 +63,7 @@ def run_dev(_settings: Settings) -> int:
         asyncio.run(wait_for_broker(settings, within=30))
         asyncio.run(migrate(settings.database_url))
         for command in ("worker", "api"):
-            children.append(
-                subprocess.Popen([sys.executable, "-m", "memstream.cli", command], env=env)
-            )
+            children.append(subprocess.Popen([sys.executable, "-m", "memstream", command], env=env))
         print(
             "\nmemstream dev is up\n"
             f"  broker   {settings.kafka_bootstrap_servers}"

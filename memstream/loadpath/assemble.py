@@ -27,20 +27,20 @@ from memstream.api.models import (
     LongTerm,
     TokenCounts,
 )
-from memstream.budget import budget_long_term, prepare_items
 from memstream.errors import ProviderUnavailable
+from memstream.loadpath.budget import budget_long_term, prepare_items
+from memstream.loadpath.window import Summary as WindowSummary
+from memstream.loadpath.window import WindowMessage, build_window
 from memstream.providers.base import LongTermProvider
 from memstream.providers.router import ProviderRouter, provider_name
 from memstream.runtime import Resources
-from memstream.searchstats import SearchStats
 from memstream.settings import Settings
 from memstream.store.agents import (
     DEFAULT_CONTEXT_ROUNDS,
     AgentConfig,
 )
+from memstream.store.searchstats import SearchStats
 from memstream.store.summaries import Summary, SummaryStore
-from memstream.window import Summary as WindowSummary
-from memstream.window import WindowMessage, build_window
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

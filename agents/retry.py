@@ -11,12 +11,12 @@ import faust
 import orjson
 
 from memstream import metrics
-from memstream.deadletter import SourceRecord, dead_letter
-from memstream.longterm.retries import RetryRecord, next_try
+from memstream.events.deadletter import SourceRecord, dead_letter
+from memstream.longterm.backoff import RetryRecord, next_try
 from memstream.retry import retry_forever
-from streams import shared
-from streams.app import app, settings
-from streams.topics import lt_conflict, lt_persist, lt_retry
+from memstream.streams import shared
+from memstream.streams.app import app, settings
+from memstream.streams.topics import lt_conflict, lt_persist, lt_retry
 
 log = logging.getLogger(__name__)
 TARGETS = {"conflict": lt_conflict, "persist": lt_persist}

@@ -1,9 +1,7 @@
 """The JSON Schemas of the public events (``schemas/*.json``, the source of truth) and validators.
 
-The schemas live in the repository's top-level ``schemas/`` folder, looked up next to the
-``memstream`` package. That works from a checkout and from an editable install
-(``pip install -e .``); a plain ``pip install .`` does not ship the folder, so the Dockerfile
-copies it beside the installed package.
+The repository's top-level ``schemas/`` folder is installed as ``memstream/schemas`` (package
+data), so a checkout, an editable install and a wheel all find it in the same place.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, TypeChecker, validators
 from jsonschema.protocols import Validator
 
-SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"  # memstream/schemas
 
 
 def _is_integer(checker: TypeChecker, instance: Any) -> bool:
@@ -73,7 +71,7 @@ def validator(name: str) -> Validator:
 def _schemas_dir() -> Path:
     if not SCHEMAS_DIR.is_dir():
         raise FileNotFoundError(
-            f"the schemas folder {SCHEMAS_DIR} is missing: install memstream from a checkout "
-            "with `pip install -e .`, or copy the repository's schemas/ there"
+            f"the schemas folder {SCHEMAS_DIR} is missing: this memstream installation is "
+            "incomplete; reinstall it from a wheel or a checkout"
         )
     return SCHEMAS_DIR

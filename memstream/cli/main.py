@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "worker":
-        from memstream.worker import run_worker
+        from memstream.streams.worker import run_worker
 
         return run_worker(settings)
     if args.command == "api":
@@ -97,7 +97,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"schema up to date: {', '.join(tables)}")
         return 0
     if args.command == "dev":
-        from memstream.dev import run_dev
+        from memstream.cli.dev import run_dev
 
         return run_dev(settings)
     if args.command == "publish":
@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _publish(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.publish import publish_file
+    from memstream.cli.publish import publish_file
 
     if not args.file.is_file():
         print(f"memstream publish: no such file {args.file}", file=sys.stderr)
@@ -125,7 +125,3 @@ def _publish(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{args.file}:{number}: {why}", file=sys.stderr)
     print(f"published {report.sent} events, {len(report.bad_lines)} bad lines skipped")
     return 1 if report.bad_lines else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,7 +12,7 @@ import orjson
 from tqdm import tqdm
 
 from memstream.errors import InvalidEvent
-from memstream.events import decode_value, parse_message, parse_session_end
+from memstream.events.parse import decode_value, parse_message, parse_session_end
 from memstream.kafka import ensure_topics, producer
 from memstream.settings import Settings
 
