@@ -1,1 +1,1 @@
-"""TODO"""
+"""Text handling every stage shares: scripts, normalising, terms, similarity, token counts."""
