@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 
-from memstream.api.models import (
+from memstream.loadpath.models import (
     ContextMessage,
     ContextRequest,
     ContextResponse,

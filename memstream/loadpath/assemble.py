@@ -14,12 +14,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
-from urllib.parse import urlsplit
-
-from sqlalchemy import text
 
 from memstream import metrics
-from memstream.api.models import (
+from memstream.errors import ProviderUnavailable
+from memstream.loadpath.budget import budget_long_term, prepare_items
+from memstream.loadpath.models import (
     ContextItem,
     ContextMessage,
     ContextRequest,
@@ -27,18 +26,13 @@ from memstream.api.models import (
     LongTerm,
     TokenCounts,
 )
-from memstream.errors import ProviderUnavailable
-from memstream.loadpath.budget import budget_long_term, prepare_items
 from memstream.loadpath.window import Summary as WindowSummary
 from memstream.loadpath.window import WindowMessage, build_window
-from memstream.providers.base import LongTermProvider
 from memstream.providers.router import ProviderRouter, provider_name
-from memstream.runtime import Resources
 from memstream.settings import Settings
-from memstream.store.agents import (
-    DEFAULT_CONTEXT_ROUNDS,
-    AgentConfig,
-)
+from memstream.store.agents import DEFAULT_CONTEXT_ROUNDS, AgentConfig
+from memstream.store.cache import RedisCache
+from memstream.store.messages import MessageStore
 from memstream.store.searchstats import SearchStats
 from memstream.store.summaries import Summary, SummaryStore
 
@@ -57,51 +51,40 @@ class _Degraded:
 
 
 class LoadPath:
-    """Assembles ``/v1/context`` answers and owns the stores the API reads."""
+    """Assembles ``/v1/context`` answers from the record, the cache and the long-term providers.
 
-    def __init__(self, settings: Settings, resources: Resources) -> None:
-        self.settings = settings
-        self.resources = resources
-        self.router = ProviderRouter(
-            resources.engine, settings, config_cache_seconds=settings.agent_config_cache_seconds
-        )
-        self.agents = self.router.agents
-        self.summaries = SummaryStore(resources.engine)
-        self._background: set[asyncio.Task[None]] = set()
+    It is handed its collaborators and closes none of them: whoever built them owns them.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        messages: MessageStore,
+        summaries: SummaryStore,
+        cache: RedisCache | None,
+        router: ProviderRouter,
+        search_stats: SearchStats,
+    ) -> None:
+        self._settings = settings
+        self._messages = messages
+        self._summaries = summaries
+        self._cache = cache
+        self._router = router
         # Long-term searches per tenant and minute, flushed to ``search_stat`` in batches.
-        self.search_stats = SearchStats(resources.engine)
-
-    @classmethod
-    def open(cls, settings: Settings) -> LoadPath:
-        loadpath = cls(settings, Resources.open(settings))
-        loadpath.search_stats.start()
-        return loadpath
+        self._search_stats = search_stats
+        self._background: set[asyncio.Task[None]] = set()
 
     async def close(self) -> None:
+        """Cancel the cache re-warms still running."""
         for task in list(self._background):
             task.cancel()
-        await self.search_stats.close()
-        await self.router.close()
-        await self.resources.close()
-
-    # -- routing -----------------------------------------------------------------------------
-
-    async def config(self, tenant_id: str, agent_id: str | None) -> AgentConfig | None:
-        return await self.router.config(tenant_id, agent_id)
-
-    async def provider_for(self, tenant_id: str, agent_id: str | None) -> LongTermProvider:
-        return await self.router.for_agent(tenant_id, agent_id)
-
-    async def tenant_providers(self, tenant_id: str) -> list[LongTermProvider]:
-        return await self.router.for_tenant(tenant_id)
-
-    # -- /v1/context -------------------------------------------------------------------------
 
     async def context(self, req: ContextRequest) -> ContextResponse:
         started = time.perf_counter()
         degraded = _Degraded()
         try:
-            config = await self.config(req.tenant_id, req.agent_id)
+            config = await self._router.config(req.tenant_id, req.agent_id)
         except Exception as exc:
             log.warning("agent config unreadable (%r); defaults apply", exc)
             config = None
@@ -111,14 +94,14 @@ class LoadPath:
         short, long = await asyncio.gather(
             self._timed(
                 "short_term",
-                self.settings.short_term_timeout_seconds,
+                self._settings.short_term_timeout_seconds,
                 lambda: self._short_term(req, rounds, degraded),
                 default=no_messages,
                 degraded=degraded,
             ),
             self._timed(
                 "long_term",
-                self.settings.long_term_timeout_seconds,
+                self._settings.long_term_timeout_seconds,
                 lambda: self._long_term(req, config, degraded),
                 default=(LongTerm(provider=provider_name(config)), 0, 0),
                 degraded=degraded,
@@ -170,19 +153,16 @@ class LoadPath:
         window = build_window(
             recent,
             WindowSummary(summary.text, summary.token_count) if summary else None,
-            max_tokens=self.settings.window_max_tokens,
-            summary_budget=self.settings.summary_budget_tokens,
+            max_tokens=self._settings.window_max_tokens,
+            summary_budget=self._settings.summary_budget_tokens,
         )
-        out = [
-            ContextMessage(role=m.role, content=m.content, tokens=m.tokens, summary=m.summary)
-            for m in window.messages
-        ]
+        out = [ContextMessage.model_validate(m, from_attributes=True) for m in window.messages]
         return out, window.tokens
 
     async def _recent(
         self, tenant_id: str, conversation_id: str, limit: int, degraded: _Degraded
     ) -> Sequence[WindowMessage]:
-        cache = self.resources.cache
+        cache = self._cache
         if cache is not None:
             try:
                 cached = await cache.recent(tenant_id, conversation_id, limit)
@@ -196,17 +176,17 @@ class LoadPath:
                 if cached is not None:
                     return cached
                 self._rewarm(tenant_id, conversation_id)
-        return await self.resources.messages.recent(tenant_id, conversation_id, limit)
+        return await self._messages.recent(tenant_id, conversation_id, limit)
 
     def _rewarm(self, tenant_id: str, conversation_id: str) -> None:
         """Rebuild a missing cache key from the record, off the request's path."""
 
         async def run() -> None:
-            cache = self.resources.cache
+            cache = self._cache
             assert cache is not None
             try:
                 conv = (tenant_id, conversation_id)
-                found = await self.resources.messages.recent_many([conv], cache.max_messages)
+                found = await self._messages.recent_many([conv], cache.max_messages)
                 await cache.warm(found)
             except Exception as exc:
                 log.warning("cache re-warm failed: %r", exc)
@@ -218,7 +198,7 @@ class LoadPath:
     async def _summary(
         self, tenant_id: str, conversation_id: str, degraded: _Degraded
     ) -> Summary | None:
-        cache = self.resources.cache
+        cache = self._cache
         if cache is not None:
             try:
                 cached = await cache.cached_summary(tenant_id, conversation_id)
@@ -227,7 +207,7 @@ class LoadPath:
             except Exception:
                 degraded.add("cache")
         try:
-            summary = await self.summaries.get(tenant_id, conversation_id)
+            summary = await self._summaries.get(tenant_id, conversation_id)
         except Exception as exc:
             log.warning("summary unreadable: %r", exc)
             degraded.add("summary")
@@ -241,7 +221,7 @@ class LoadPath:
                     conversation_id,
                     text_,
                     tokens,
-                    self.settings.summary_cache_ttl_seconds,
+                    self._settings.summary_cache_ttl_seconds,
                 )
             except Exception:
                 degraded.add("cache")
@@ -257,7 +237,7 @@ class LoadPath:
         if not req.query.strip():
             return LongTerm(provider=name), 0, 0
         try:
-            provider = self.router.named(name)
+            provider = self._router.named(name)
         except ProviderUnavailable:
             degraded.add("long_term")
             return LongTerm(provider=name), 0, 0
@@ -267,15 +247,15 @@ class LoadPath:
             req.user_id,
             req.agent_id,
             req.query,
-            top_k=self.settings.long_term_top_k,
+            top_k=self._settings.long_term_top_k,
         )
-        self.search_stats.record(req.tenant_id, time.perf_counter() - searched, len(found))
+        self._search_stats.record(req.tenant_id, time.perf_counter() - searched, len(found))
         groups = prepare_items(found, filter_sensitive=req.filter_sensitive)
         budget = budget_long_term(
             [m.content for m in groups.user_profile],
             [m.content for m in groups.agent],
-            total=self.settings.long_term_budget_tokens,
-            profile_share=self.settings.user_profile_share,
+            total=self._settings.long_term_budget_tokens,
+            profile_share=self._settings.user_profile_share,
         )
         # Report the items that made it into the texts, best first.
         used = (
@@ -299,33 +279,3 @@ class LoadPath:
             items=items,
         )
         return long_term, budget.user_profile_tokens, budget.agent_memory_tokens
-
-    # -- /readyz -----------------------------------------------------------------------------
-
-    async def readiness(self) -> dict[str, str]:
-        async def database() -> str:
-            async with self.resources.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-            return "ok"
-
-        async def cache() -> str:
-            if self.resources.cache is None:
-                return "disabled"
-            await self.resources.cache.ping()
-            return "ok"
-
-        async def broker() -> str:
-            host, _, port = self.settings.kafka_bootstrap_servers.split(",")[0].rpartition(":")
-            _, writer = await asyncio.open_connection(urlsplit(f"//{host}").hostname, int(port))
-            writer.close()
-            return "ok"
-
-        checks = {"database": database, "cache": cache, "broker": broker}
-        results = {}
-        for name, check in checks.items():
-            try:
-                async with asyncio.timeout(2):
-                    results[name] = await check()
-            except Exception as exc:
-                results[name] = f"error: {exc.__class__.__name__}"
-        return results

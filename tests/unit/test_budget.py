@@ -7,7 +7,8 @@ from datetime import datetime
 
 import pytest
 
-from memstream.loadpath.budget import LongTermBudget, budget_long_term, is_sensitive, prepare_items
+from memstream.loadpath.budget import LongTermBudget, budget_long_term, prepare_items
+from memstream.loadpath.sensitive import is_sensitive
 from memstream.memory import USER_PROFILE, MemoryItem
 from memstream.text.tokens import count_tokens
 

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.api.auth import check_tenant
-from memstream.api.models import Id
+from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
+from memstream.loadpath.models import Id
 from memstream.memory import MEMORY_TYPES, USER_PROFILE
 from memstream.store.messages import utc_naive
 from memstream.store.schema import conversation_message as messages
@@ -39,12 +38,6 @@ MAX_BUCKETS = 1000
 TOP_AGENTS = 10
 NEWEST = 20
 _CUBE = re.compile(r"^(user_profile|agent_.{1,128})$")
-_STATIC = resources.files("memstream.api") / "static"
-
-
-def _engine(request: Request) -> AsyncEngine:
-    engine: AsyncEngine = request.app.state.loadpath.resources.engine
-    return engine
 
 
 def _truncated(engine: AsyncEngine, column: Any, bucket: Bucket) -> ColumnElement[Any]:
@@ -118,10 +111,12 @@ BucketQuery = Annotated[Bucket, Query()]
 
 
 @router.get("/v1/stats/overview", tags=["stats"])
-async def overview(tenant_id: Annotated[Id, Query()], request: Request) -> dict[str, Any]:
+async def overview(
+    tenant_id: Annotated[Id, Query()], request: Request, services: ServicesDep
+) -> dict[str, Any]:
     """Messages, conversations, live memories by type and cube, top agents by memories."""
     check_tenant(request, tenant_id)
-    engine = _engine(request)
+    engine = services.engine
     live = (memories.c.tenant_id == tenant_id, memories.c.deleted_at.is_(None))
     async with engine.connect() as conn:
         counted = (
@@ -169,6 +164,7 @@ async def overview(tenant_id: Annotated[Id, Query()], request: Request) -> dict[
 async def trends(
     tenant_id: Annotated[Id, Query()],
     request: Request,
+    services: ServicesDep,
     start: From = None,
     end: To = None,
     bucket: BucketQuery = "hour",
@@ -176,7 +172,7 @@ async def trends(
     """Memories created per type and messages stored, per bucket of ``[from, to)``."""
     check_tenant(request, tenant_id)
     span = _Range(start, end, bucket)
-    engine = _engine(request)
+    engine = services.engine
     index = span.index()
     by_type = {m: [0] * len(span.buckets) for m in MEMORY_TYPES}
     per_bucket = [0] * len(span.buckets)
@@ -217,12 +213,13 @@ async def cube(
     cube_id: Annotated[str, Path(min_length=1, max_length=140)],
     tenant_id: Annotated[Id, Query()],
     request: Request,
+    services: ServicesDep,
 ) -> dict[str, Any]:
     """One cube's live memories: counts by type, importance histogram (1-10), newest 20."""
     check_tenant(request, tenant_id)
     if not _CUBE.match(cube_id):
         raise ApiError(422, "invalid_cube", f"cube_id must be {USER_PROFILE!r} or 'agent_<id>'")
-    engine = _engine(request)
+    engine = services.engine
     live = (
         memories.c.tenant_id == tenant_id,
         memories.c.cube_id == cube_id,
@@ -282,6 +279,7 @@ async def cube(
 async def search_trends(
     tenant_id: Annotated[Id, Query()],
     request: Request,
+    services: ServicesDep,
     start: From = None,
     end: To = None,
     bucket: BucketQuery = "hour",
@@ -290,7 +288,7 @@ async def search_trends(
     bound of the histogram bucket). Recorded per minute and flushed every few seconds."""
     check_tenant(request, tenant_id)
     span = _Range(start, end, bucket)
-    engine = _engine(request)
+    engine = services.engine
     index = span.index()
     n = len(span.buckets)
     searches, hits = [0] * n, [0] * n
@@ -339,23 +337,3 @@ async def search_trends(
             "p99_ms": ms(0.99, total),
         },
     }
-
-
-# -- the dashboard (static files; the page itself asks for the tenant and its key) ----------
-
-_TYPES = {".js": "text/javascript", ".css": "text/css", ".md": "text/plain"}
-
-
-@router.get("/dashboard", include_in_schema=False)
-async def dashboard() -> HTMLResponse:
-    return HTMLResponse((_STATIC / "dashboard.html").read_text(encoding="utf-8"))
-
-
-@router.get("/dashboard/static/{name:path}", include_in_schema=False)
-async def dashboard_static(name: str) -> Response:
-    allowed = {"dashboard.js", "dashboard.css", "vendor/chart.umd.js", "vendor/chart.js.LICENSE.md"}
-    if name not in allowed:
-        raise ApiError(404, "not_found", f"no dashboard file {name!r}")
-    suffix = name[name.rfind(".") :]
-    body = (_STATIC / name).read_bytes()
-    return Response(body, media_type=_TYPES[suffix], headers={"cache-control": "no-cache"})

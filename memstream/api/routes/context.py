@@ -1,0 +1,17 @@
+"""``POST /v1/context``: the load path, what every agent request waits on."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from memstream.api.auth import check_tenant
+from memstream.api.services import ServicesDep
+from memstream.loadpath.models import ContextRequest, ContextResponse
+
+router = APIRouter()
+
+
+@router.post("/v1/context", response_model=ContextResponse)
+async def context(body: ContextRequest, request: Request, services: ServicesDep) -> ContextResponse:
+    check_tenant(request, body.tenant_id)
+    return await services.loadpath.context(body)

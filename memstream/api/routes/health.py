@@ -1,0 +1,66 @@
+"""``/healthz`` (process up), ``/readyz`` (database, cache and broker reachable), ``/metrics``."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from memstream.api.services import Services, ServicesDep
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(services: ServicesDep) -> JSONResponse:
+    checks = await _readiness(services)
+    ready = all(v in ("ok", "disabled") for v in checks.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "not_ready", "checks": checks},
+        status_code=200 if ready else 503,
+    )
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics() -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _readiness(services: Services) -> dict[str, str]:
+    """``ok``, ``disabled`` or ``error: <exception class>`` for each service, 2 s each at most."""
+
+    async def database() -> str:
+        async with services.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+        return "ok"
+
+    async def cache() -> str:
+        if services.cache is None:
+            return "disabled"
+        await services.cache.ping()
+        return "ok"
+
+    async def broker() -> str:
+        host, _, port = services.settings.kafka_bootstrap_servers.split(",")[0].rpartition(":")
+        _, writer = await asyncio.open_connection(urlsplit(f"//{host}").hostname, int(port))
+        writer.close()
+        return "ok"
+
+    checks = {"database": database, "cache": cache, "broker": broker}
+    results = {}
+    for name, check in checks.items():
+        try:
+            async with asyncio.timeout(2):
+                results[name] = await check()
+        except Exception as exc:
+            results[name] = f"error: {exc.__class__.__name__}"
+    return results

@@ -1,0 +1,111 @@
+"""``/v1/memories`` and ``/v1/users/{user_id}/memories``: long-term memory through each agent's
+provider: list, search, add by hand, delete one, forget a user."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+
+from memstream.api.auth import check_tenant
+from memstream.api.models import (
+    AddMemoryRequest,
+    DeletedResponse,
+    MemoriesResponse,
+    MemoryOut,
+    SearchRequest,
+)
+from memstream.api.services import ServicesDep
+from memstream.errors import ApiError
+from memstream.loadpath.models import Id
+from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
+
+router = APIRouter()
+
+
+@router.get("/v1/memories", response_model=MemoriesResponse)
+async def list_memories(
+    tenant_id: Annotated[Id, Query()],
+    user_id: Annotated[Id, Query()],
+    request: Request,
+    services: ServicesDep,
+    agent_id: Annotated[Id | None, Query()] = None,
+) -> MemoriesResponse:
+    check_tenant(request, tenant_id)
+    provider = await services.router.for_agent(tenant_id, agent_id)
+    return _items(await provider.list_live(tenant_id, user_id, agent_id))
+
+
+@router.post("/v1/memories/search", response_model=MemoriesResponse)
+async def search_memories(
+    body: SearchRequest, request: Request, services: ServicesDep
+) -> MemoriesResponse:
+    check_tenant(request, body.tenant_id)
+    provider = await services.router.for_agent(body.tenant_id, body.agent_id)
+    found = await provider.search(
+        body.tenant_id, body.user_id, body.agent_id, body.query, top_k=body.top_k
+    )
+    return _items(sorted(found, key=lambda m: m.score, reverse=True))
+
+
+@router.post("/v1/memories", response_model=MemoryOut, status_code=201)
+async def add_memory(body: AddMemoryRequest, request: Request, services: ServicesDep) -> MemoryOut:
+    check_tenant(request, body.tenant_id)
+    allowed = {USER_PROFILE} | ({agent_cube(body.agent_id)} if body.agent_id else set())
+    if body.cube_id not in allowed:
+        raise ApiError(
+            422,
+            "invalid_cube",
+            f"cube_id must be one of {sorted(allowed)} for this user and agent",
+        )
+    provider = await services.router.for_agent(body.tenant_id, body.agent_id)
+    (stored,) = await provider.add(
+        [
+            NewMemory(
+                tenant_id=body.tenant_id,
+                user_id=body.user_id,
+                agent_id=body.agent_id,
+                cube_id=body.cube_id,
+                memory_type=body.memory_type,
+                content=body.content,
+                importance=body.importance,
+            )
+        ]
+    )
+    return _item(stored)
+
+
+@router.delete("/v1/memories/{memory_id}", response_model=DeletedResponse)
+async def delete_memory(
+    memory_id: Annotated[str, Path(min_length=1, max_length=64)],
+    tenant_id: Annotated[Id, Query()],
+    request: Request,
+    services: ServicesDep,
+) -> DeletedResponse:
+    check_tenant(request, tenant_id)
+    deleted: list[str] = []
+    for provider in await services.router.for_tenant(tenant_id):
+        deleted += await provider.delete(tenant_id, [memory_id])
+    if not deleted:
+        raise ApiError(404, "not_found", f"no live memory {memory_id!r} in this tenant")
+    return DeletedResponse(deleted=deleted)
+
+
+@router.delete("/v1/users/{user_id}/memories", response_model=DeletedResponse)
+async def forget_user(
+    user_id: Id, tenant_id: Annotated[Id, Query()], request: Request, services: ServicesDep
+) -> DeletedResponse:
+    check_tenant(request, tenant_id)
+    deleted: list[str] = []
+    for provider in await services.router.for_tenant(tenant_id):
+        deleted += await provider.delete_user(tenant_id, user_id)
+    return DeletedResponse(deleted=deleted)
+
+
+def _item(m: MemoryItem) -> MemoryOut:
+    return MemoryOut.model_validate(m, from_attributes=True)
+
+
+def _items(items: Sequence[MemoryItem]) -> MemoriesResponse:
+    return MemoriesResponse(items=[_item(m) for m in items])

@@ -1,0 +1,82 @@
+"""What the API's routes work with, built once per process and handed to them by FastAPI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.loadpath.assemble import LoadPath
+from memstream.providers.router import ProviderRouter
+from memstream.runtime import Resources
+from memstream.settings import Settings
+from memstream.store.agents import AgentConfigStore
+from memstream.store.cache import RedisCache
+from memstream.store.messages import MessageStore
+from memstream.store.searchstats import SearchStats
+from memstream.store.summaries import SummaryStore
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """The engine, stores, cache, provider router and load path of one API process."""
+
+    settings: Settings
+    engine: AsyncEngine
+    messages: MessageStore
+    cache: RedisCache | None
+    router: ProviderRouter
+    agents: AgentConfigStore
+    search_stats: SearchStats
+    loadpath: LoadPath
+
+    @classmethod
+    def open(cls, settings: Settings) -> Services:
+        """Build every service and start the search statistics flusher (needs a running loop)."""
+        resources = Resources.open(settings)
+        engine, cache = resources.engine, resources.cache
+        router = ProviderRouter(
+            engine, settings, config_cache_seconds=settings.agent_config_cache_seconds
+        )
+        search_stats = SearchStats(engine)
+        loadpath = LoadPath(
+            settings,
+            messages=resources.messages,
+            summaries=SummaryStore(engine),
+            cache=cache,
+            router=router,
+            search_stats=search_stats,
+        )
+        search_stats.start()
+        return cls(
+            settings=settings,
+            engine=engine,
+            messages=resources.messages,
+            cache=cache,
+            router=router,
+            agents=router.agents,
+            search_stats=search_stats,
+            loadpath=loadpath,
+        )
+
+    async def close(self) -> None:
+        """Stop what uses the engine and cache first (the last search statistics are written
+        through the engine), then close them."""
+        await self.loadpath.close()
+        await self.search_stats.close()
+        await self.router.close()
+        if self.cache is not None:
+            await self.cache.close()
+        await self.engine.dispose()
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+# The one way a route reaches the services: a parameter of this type, so what a route uses is
+# in its signature and ``app.state`` is read in one place.
+ServicesDep = Annotated[Services, Depends(_services)]

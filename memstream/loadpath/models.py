@@ -1,0 +1,67 @@
+"""The load path's request and answer (``POST /v1/context``, CONTRACT section 4).
+
+They are the API's bodies too, defined here so the load path owns its own vocabulary and the
+API builds on it; the field constraints are what the API validates.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"\S")]
+Text = Annotated[str, StringConstraints(max_length=32768)]
+ProviderName = Literal["MEMOS", "MEM0", "MYSQL"]
+
+
+class RequestBody(BaseModel):
+    """A request body: unknown fields are an error, strings are kept exactly as sent."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class ContextRequest(RequestBody):
+    tenant_id: Id
+    user_id: Id
+    agent_id: Id | None = None
+    conversation_id: Id
+    query: Text = ""
+    context_rounds: int | None = Field(default=None, ge=1, le=500)
+    filter_sensitive: bool = True
+
+
+class ContextMessage(BaseModel):
+    role: str
+    content: str
+    tokens: int
+    summary: bool = False
+
+
+class ContextItem(BaseModel):
+    id: str
+    cube_id: str
+    memory_type: str
+    content: str
+    score: float
+
+
+class LongTerm(BaseModel):
+    provider: ProviderName | None
+    user_profile: str = ""
+    agent_memory: str = ""
+    items: list[ContextItem] = []
+
+
+class TokenCounts(BaseModel):
+    messages: int
+    user_profile: int
+    agent_memory: int
+
+
+class ContextResponse(BaseModel):
+    conversation_id: str
+    messages: list[ContextMessage]
+    long_term: LongTerm
+    tokens: TokenCounts
+    degraded: list[str]
