@@ -9,6 +9,9 @@ from typing import Literal
 MemoryType = Literal["text_mem", "pref_mem", "skill_mem", "tool_mem"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("text_mem", "pref_mem", "skill_mem", "tool_mem")
 USER_PROFILE = "user_profile"
+# A fact is distilled and kept until contradicted; an episode is what was said, dated, kept for
+# a retention period.
+MemoryKind = Literal["fact", "episode"]
 
 
 def agent_cube(agent_id: str) -> str:
@@ -33,6 +36,8 @@ class NewMemory:
     content: str
     importance: int = 5
     source_event_ids: tuple[str, ...] = ()
+    kind: MemoryKind = "fact"
+    occurred_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,4 +55,6 @@ class MemoryItem:
     source_event_ids: tuple[str, ...]
     created_at: datetime
     score: float = 1.0
+    kind: MemoryKind = "fact"
+    occurred_at: datetime | None = None
     extra: dict[str, object] = field(default_factory=dict)

@@ -6,17 +6,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from memstream.memory import MemoryType
+from memstream.memory import MemoryKind, MemoryType
 
 Scope = Literal["user", "agent"]
-# The five kinds of information worth remembering, and their importance ranges (1-10).
-Category = Literal["preference", "personal_fact", "plan", "relationship", "instruction"]
+# The five kinds of facts worth remembering, plus episodes (what was said, dated), and their
+# importance ranges (1-10).
+Category = Literal["preference", "personal_fact", "plan", "relationship", "instruction", "episode"]
 IMPORTANCE_RANGES: dict[Category, tuple[int, int]] = {
     "instruction": (7, 10),
     "personal_fact": (6, 9),
     "relationship": (5, 8),
     "preference": (4, 8),
     "plan": (3, 7),
+    "episode": (1, 5),
 }
 MAX_CONTENT_CHARS = 200
 
@@ -30,6 +32,7 @@ class SessionMessage:
     content: str
     new: bool
     created_at: datetime
+    speaker: str | None = None  # the name the platform gave in ``metadata``, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +46,5 @@ class Candidate:
     importance: int
     category: Category
     source_event_ids: tuple[str, ...]
+    kind: MemoryKind = "fact"
+    occurred_at: datetime | None = None  # when it was said; episodes always have it

@@ -49,6 +49,8 @@ class Session:
             content=candidate.content,
             importance=candidate.importance,
             source_event_ids=candidate.source_event_ids,
+            kind=candidate.kind,
+            occurred_at=candidate.occurred_at,
         )
 
 
@@ -75,23 +77,28 @@ def messages_of(record: dict[str, Any]) -> list[SessionMessage]:
             content=m["content"],
             new=m["new"],
             created_at=datetime.fromisoformat(m["created_at"]),
+            speaker=m.get("speaker"),
         )
         for m in record["messages"]
     ]
 
 
+def _decoded(fields: dict[str, Any]) -> dict[str, Any]:
+    """A dataclass's fields as they came back from JSON: tuples and datetimes restored."""
+    occurred = fields.get("occurred_at")
+    return {
+        **fields,
+        "source_event_ids": tuple(fields["source_event_ids"]),
+        "occurred_at": datetime.fromisoformat(occurred) if occurred else None,
+    }
+
+
 def candidates_of(record: dict[str, Any]) -> list[Candidate]:
-    return [
-        Candidate(**{**c, "source_event_ids": tuple(c["source_event_ids"])})
-        for c in record["candidates"]
-    ]
+    return [Candidate(**_decoded(c)) for c in record["candidates"]]
 
 
 def memories_of(record: dict[str, Any]) -> list[NewMemory]:
-    return [
-        NewMemory(**{**m, "source_event_ids": tuple(m["source_event_ids"])})
-        for m in record["store"]
-    ]
+    return [NewMemory(**_decoded(m)) for m in record["store"]]
 
 
 def as_dict(value: Any) -> dict[str, Any]:
