@@ -8,6 +8,7 @@ MemstreamError
 ├── ReplayRefused         the consumer group is live: rewinding now would race it
 ├── Refused               a write refused for its data (not an outage); retrying cannot help
 ├── LLMError              the LLM endpoint gave no usable completion (``kind`` says why)
+├── EmbeddingError        the embeddings endpoint gave no usable vectors
 ├── JudgeOutputError      the judge model's answer is not a usable list of memories
 ├── MalformedDecision     the conflict model's answer is not a usable decision
 └── ApiError              an error the query API answers with on purpose (status, code)
@@ -60,6 +61,10 @@ class LLMError(MemstreamError):
         super().__init__(detail)
         self.kind: LLMErrorKind = kind
         self.detail = detail
+
+
+class EmbeddingError(MemstreamError):
+    """The embeddings endpoint gave no usable vectors (down, refused, or a wrong answer)."""
 
 
 class JudgeOutputError(MemstreamError):

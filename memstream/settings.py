@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     mem0_url: str = ""
     mem0_api_key: SecretStr = SecretStr("")
     max_content_chars: int = Field(default=32768, ge=1)
+    embedding_base_url: str = ""
+    embedding_model: str = ""
+    embedding_api_key: SecretStr = SecretStr("")
 
     # Operational settings.
     topic_partitions: int = Field(default=8, ge=1)
@@ -60,6 +63,11 @@ class Settings(BaseSettings):
     worker_web_host: str = "127.0.0.1"
     worker_web_port: int = Field(default=6066, ge=0, le=65535)
     log_level: str = "INFO"
+    # Embeddings (hybrid retrieval): texts per request, time limit of one request, and the
+    # API process's memory for cached memory vectors, all users together.
+    embedding_batch_size: int = Field(default=64, ge=1, le=2048)
+    embedding_timeout_seconds: float = Field(default=10.0, gt=0)
+    embedding_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
 
     @field_validator("topic_prefix", "cache_prefix")
     @classmethod

@@ -1,0 +1,19 @@
+"""Embeddings for hybrid long-term retrieval: the endpoint client, rank fusion, the vector cache.
+
+Optional: with no ``MEMSTREAM_EMBEDDING_BASE_URL`` there is no client and retrieval stays
+lexical.
+"""
+
+from memstream.embeddings.cache import UserVectors, VectorCache
+from memstream.embeddings.client import EmbeddingClient, Vectors
+from memstream.embeddings.fusion import Fused, fuse, vector_score
+
+__all__ = [
+    "EmbeddingClient",
+    "Fused",
+    "UserVectors",
+    "VectorCache",
+    "Vectors",
+    "fuse",
+    "vector_score",
+]

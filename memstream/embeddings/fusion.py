@@ -1,0 +1,118 @@
+"""Hybrid ranking: reciprocal-rank fusion of a lexical and a vector ranking, scored in [0, 1].
+
+Order
+    Reciprocal-rank fusion (Cormack et al., 2009): ``rrf(d) = sum over the two rankings of
+    weight / (k + rank(d))``, ranks from 1, a ranking without ``d`` adding nothing. It needs no
+    common scale between BM25 and cosine, and a memory both retrievers find outranks one
+    that only one of them finds. Ties keep the lexical order, then the vector order.
+
+Score (what the relativity threshold and the load path's 0.3 floor read)
+    RRF values say nothing absolute (the best of poor hits still gets the top value), so the
+    score comes from each retriever's own evidence, on the scale the lexical score already
+    has (``memstream.retrieval``: sqrt of the query's matched idf share, threshold 0.45):
+
+    - lexical: the normalised lexical score as given, in [0, 1];
+    - vector: the cosine mapped linearly from ``[COSINE_FLOOR, COSINE_FULL]`` onto [0, 1] and
+      clamped, so a cosine at the floor (unrelated text) is 0 and one at ``COSINE_FULL``
+      (the query's answer) is 1;
+    - evidence = the larger of the two: a memory is relevant when either retriever finds it
+      relevant by its own measure.
+
+    A memory is kept when its evidence reaches ``threshold`` (0.45 by default: the relativity
+    means what it meant for lexical retrieval alone). In fused order, its score is its
+    evidence capped by the score of the memory fused just above it: the scores then fall
+    monotonically along the fused order (a caller that sorts by score keeps that order) and
+    never exceed a memory's own evidence, so every score stays at or above the threshold.
+
+    The cosine bounds are for all-MiniLM-L6-v2 (``bench/embedding_server.py``): unrelated
+    sentences score -0.06 to 0.05, a question and its answer ("What does the user do for a
+    living?" / "The user works as a teacher.") 0.57, a paraphrase 0.74; 0.45 on the mapped
+    scale is a cosine of 0.325. Another model needs its own bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from memstream.retrieval import RELATIVITY
+
+RRF_K = 60
+"""The usual RRF constant: rank 1 is worth 1/61, rank 10 still 1/70."""
+
+COSINE_FLOOR = 0.10
+"""Cosine mapped to vector score 0 (unrelated text)."""
+
+COSINE_FULL = 0.60
+"""Cosine mapped to vector score 1 (a memory that answers the query)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """One fused result: ``score`` in [0, 1] (module docstring), and what it came from."""
+
+    id: str
+    score: float
+    lexical: float  # the lexical score, 0.0 when the lexical ranking lacks the id
+    vector: float  # the mapped cosine, 0.0 when the vector ranking lacks the id
+    rrf: float
+
+
+def vector_score(cosine: float, *, floor: float = COSINE_FLOOR, full: float = COSINE_FULL) -> float:
+    """A cosine on the relativity scale: linear from ``floor`` (0) to ``full`` (1), clamped."""
+    if full <= floor:
+        raise ValueError("the full-match cosine must exceed the floor")
+    return min(1.0, max(0.0, (cosine - floor) / (full - floor)))
+
+
+def ranks(scored: Iterable[tuple[str, float]]) -> dict[str, tuple[int, float]]:
+    """id -> (rank from 1, score), best score first, ties in the given order; an id given
+    twice counts once, with its better score."""
+    best: dict[str, tuple[float, int]] = {}
+    for position, (doc_id, score) in enumerate(scored):
+        if doc_id not in best or score > best[doc_id][0]:
+            best[doc_id] = (score, best[doc_id][1] if doc_id in best else position)
+    order = sorted(best.items(), key=lambda item: (-item[1][0], item[1][1]))
+    return {doc_id: (rank, score) for rank, (doc_id, (score, _)) in enumerate(order, start=1)}
+
+
+def fuse(
+    lexical: Iterable[tuple[str, float]],
+    vector: Iterable[tuple[str, float]],
+    *,
+    threshold: float = RELATIVITY,
+    k: int = RRF_K,
+    lexical_weight: float = 1.0,
+    vector_weight: float = 1.0,
+    cosine_floor: float = COSINE_FLOOR,
+    cosine_full: float = COSINE_FULL,
+    limit: int | None = None,
+) -> list[Fused]:
+    """Fuse (id, lexical score in [0, 1]) and (id, cosine) pairs, in any order; answers the
+    memories whose evidence reaches ``threshold``, in fused order (at most ``limit``)."""
+    if k < 0 or lexical_weight < 0 or vector_weight < 0:
+        raise ValueError("k and the weights must not be negative")
+    by_lexical = ranks(lexical)
+    by_vector = ranks(vector)
+    candidates: list[tuple[float, int, int, Fused]] = []
+    for doc_id in by_lexical.keys() | by_vector.keys():
+        lex_rank, lex_score = by_lexical.get(doc_id, (0, 0.0))
+        vec_rank, cosine = by_vector.get(doc_id, (0, 0.0))
+        lex = min(1.0, max(0.0, lex_score)) if lex_rank else 0.0
+        vec = vector_score(cosine, floor=cosine_floor, full=cosine_full) if vec_rank else 0.0
+        evidence = max(lex, vec)
+        if evidence <= 0.0 or evidence < threshold:
+            continue
+        rrf = (lexical_weight / (k + lex_rank) if lex_rank else 0.0) + (
+            vector_weight / (k + vec_rank) if vec_rank else 0.0
+        )
+        # Missing ranks sort after every present one.
+        tie = (lex_rank or len(by_lexical) + 1, vec_rank or len(by_vector) + 1)
+        candidates.append((-rrf, *tie, Fused(doc_id, evidence, lex, vec, rrf)))
+    candidates.sort(key=lambda c: c[:3])
+    out: list[Fused] = []
+    cap = 1.0
+    for *_, item in candidates[:limit]:
+        cap = min(cap, item.score)
+        out.append(Fused(item.id, cap, item.lexical, item.vector, item.rrf))
+    return out
