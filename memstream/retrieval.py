@@ -1,18 +1,12 @@
-"""Lexical retrieval for the built-in long-term store: tokenizer, BM25 index, MMR, threshold.
+"""Lexical retrieval for the built-in long-term store: BM25 index, MMR, threshold.
 
 Pure functions and in-memory structures only (no IO), so the scoring is testable on its own
 and fast enough to run on every load-path request.
 
-Tokenizer
-    Text is NFKC-normalised and lower-cased. Latin-script words (letters and digits) drop a
-    small English stop-word list and pass through the Porter stemmer ("painted", "painting"
-    -> "paint"). Chinese, Japanese and Korean runs have no spaces: they become overlapping
-    character bigrams plus the single characters ("四川菜" -> 四 川 菜 四川 川菜). Mixed text
-    works, each run is tokenized by its own rule.
-
 Scoring
-    Okapi BM25 over those terms, plus a lower-weight field of adjacent-word bigrams (phrase
-    evidence: "support group" beats a document that has "support" and "group" far apart).
+    Okapi BM25 over the terms of ``memstream.text.terms`` (stemmed words, CJK character
+    bigrams), plus a lower-weight field of adjacent-word bigrams (phrase evidence: "support
+    group" beats a document that has "support" and "group" far apart).
     The index is an inverted index (term -> {document: tf}) that can add and remove single
     documents, so a cache can follow a user's writes without rebuilding; a query is one pass
     over the postings of its terms.
@@ -46,15 +40,14 @@ Normalisation (what makes the 0.45 relativity threshold meaningful)
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
-import re
-import unicodedata
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TypeVar
+
+from memstream.text.similarity import token_jaccard
+from memstream.text.terms import phrases, tokenize
 
 RELATIVITY = 0.45
 """Default search threshold on the normalised score (the reference design's relativity)."""
@@ -71,235 +64,6 @@ K1 = 1.2
 B = 0.2
 PHRASE_WEIGHT = 0.3
 BACKGROUND_DOCS = 50
-
-# Articles, pronouns, auxiliaries, prepositions and question words: they carry no topic.
-STOP_WORDS = frozenset(
-    """
-    a an the and or but if then so than that this these those there here
-    i me my mine myself we us our ours you your yours he him his she her hers it its
-    they them their theirs who whom whose which what when where why how
-    am is are was were be been being do does did doing have has had having
-    will would shall should can could might must
-    of in on at to for from by with about as into onto over under up down out off
-    again further once just very too also not no nor only own same such
-    s t d ll m re ve don didn doesn isn wasn aren weren wouldn couldn shouldn
-    any all both each few more most other some
-    """.split()  # noqa: SIM905 - a word list reads better as text
-)
-
-# Common Chinese function characters; bigrams that contain them are kept.
-CJK_STOP_CHARS = frozenset("的了是在和与也就都而及着过吗呢吧啊呀嘛么之其或")
-
-_CJK = (
-    "\u1100-\u11ff"  # Hangul Jamo
-    "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u3130-\u318f"  # Hangul compatibility Jamo
-    "\u31f0-\u31ff"  # Katakana extension
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\uac00-\ud7af"  # Hangul syllables
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-)
-_TOKEN = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)")  # (CJK run, word)
-_CJK_CHAR = re.compile(f"[{_CJK}]")
-_POSSESSIVE = re.compile(r"['’]s\b")
-
-
-def tokenize(text: str) -> list[str]:
-    """Index terms of ``text`` in order: stemmed words and CJK character bigrams/unigrams."""
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-    out: list[str] = []
-    for run, word in _TOKEN.findall(_POSSESSIVE.sub("", text.lower())):
-        if word:
-            term = _word_term(word)
-            if term:
-                out.append(term)
-        else:
-            out.extend(ch for ch in run if ch not in CJK_STOP_CHARS)
-            out.extend(run[i : i + 2] for i in range(len(run) - 1))
-    return out
-
-
-@lru_cache(maxsize=65536)
-def _word_term(word: str) -> str:
-    """The index term of one lower-case word; empty for stop words and single letters."""
-    if word in STOP_WORDS or (len(word) == 1 and not word.isdigit()):
-        return ""
-    return stem(word)
-
-
-def phrases(tokens: Sequence[str]) -> list[str]:
-    """Adjacent word pairs of a token list (the phrase field); CJK terms are skipped, their
-    bigrams already are phrases."""
-    return [f"{a} {b}" for a, b in itertools.pairwise(tokens) if not (_cjk(a) or _cjk(b))]
-
-
-def _cjk(term: str) -> bool:
-    # Every CJK block sits at or above U+1100: most terms are decided by one comparison.
-    return term[0] >= "\u1100" and _CJK_CHAR.match(term) is not None
-
-
-# --- Porter stemmer (M. F. Porter, 1980), for lower-case ASCII words -------------------------
-
-_VOWELS = frozenset("aeiou")
-
-
-def _is_consonant(word: str, i: int) -> bool:
-    ch = word[i]
-    if ch in _VOWELS:
-        return False
-    if ch == "y":
-        return i == 0 or not _is_consonant(word, i - 1)
-    return True
-
-
-def _measure(stem_: str) -> int:
-    """m in [C](VC){m}[V]."""
-    m = 0
-    prev_vowel = False
-    for i in range(len(stem_)):
-        vowel = not _is_consonant(stem_, i)
-        if prev_vowel and not vowel:
-            m += 1
-        prev_vowel = vowel
-    return m
-
-
-def _has_vowel(stem_: str) -> bool:
-    return any(not _is_consonant(stem_, i) for i in range(len(stem_)))
-
-
-def _double_consonant(word: str) -> bool:
-    return len(word) >= 2 and word[-1] == word[-2] and _is_consonant(word, len(word) - 1)
-
-
-def _cvc(word: str) -> bool:
-    if len(word) < 3:
-        return False
-    n = len(word)
-    return (
-        _is_consonant(word, n - 3)
-        and not _is_consonant(word, n - 2)
-        and _is_consonant(word, n - 1)
-        and word[-1] not in "wxy"
-    )
-
-
-_STEP2 = (
-    ("ational", "ate"),
-    ("tional", "tion"),
-    ("enci", "ence"),
-    ("anci", "ance"),
-    ("izer", "ize"),
-    ("bli", "ble"),
-    ("alli", "al"),
-    ("entli", "ent"),
-    ("eli", "e"),
-    ("ousli", "ous"),
-    ("ization", "ize"),
-    ("ation", "ate"),
-    ("ator", "ate"),
-    ("alism", "al"),
-    ("iveness", "ive"),
-    ("fulness", "ful"),
-    ("ousness", "ous"),
-    ("aliti", "al"),
-    ("iviti", "ive"),
-    ("biliti", "ble"),
-    ("logi", "log"),
-)
-_STEP3 = (
-    ("icate", "ic"),
-    ("ative", ""),
-    ("alize", "al"),
-    ("iciti", "ic"),
-    ("ical", "ic"),
-    ("ful", ""),
-    ("ness", ""),
-)
-_STEP4 = [
-    "al",
-    "ance",
-    "ence",
-    "er",
-    "ic",
-    "able",
-    "ible",
-    "ant",
-    "ement",
-    "ment",
-    "ent",
-    "ion",
-    "ou",
-    "ism",
-    "ate",
-    "iti",
-    "ous",
-    "ive",
-    "ize",
-]
-
-
-def _replace_longest(word: str, rules: Sequence[tuple[str, str]], min_m: int) -> str:
-    best: tuple[str, str] | None = None
-    for suffix, repl in rules:
-        if word.endswith(suffix) and (best is None or len(suffix) > len(best[0])):
-            best = (suffix, repl)
-    if best is None:
-        return word
-    base = word[: -len(best[0])]
-    return base + best[1] if _measure(base) > min_m else word
-
-
-@lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """Porter stem of a lower-case word; non-ASCII and short words are returned unchanged."""
-    if len(word) <= 2 or not word.isascii() or not word.isalpha():
-        return word
-    # Step 1a: plurals.
-    if word.endswith("sses") or word.endswith("ies"):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith("ss"):
-        word = word[:-1]
-    # Step 1b: -eed, -ed, -ing.
-    if word.endswith("eed"):
-        if _measure(word[:-3]) > 0:
-            word = word[:-1]
-    else:
-        for suffix in ("ed", "ing"):
-            if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]):
-                word = word[: -len(suffix)]
-                if word.endswith(("at", "bl", "iz")):
-                    word += "e"
-                elif _double_consonant(word) and word[-1] not in "lsz":
-                    word = word[:-1]
-                elif _measure(word) == 1 and _cvc(word):
-                    word += "e"
-                break
-    # Step 1c: y -> i.
-    if word.endswith("y") and _has_vowel(word[:-1]):
-        word = word[:-1] + "i"
-    word = _replace_longest(word, _STEP2, 0)
-    word = _replace_longest(word, _STEP3, 0)
-    # Step 4: drop a suffix when m > 1 (-ion only after s or t).
-    best = ""
-    for suffix in _STEP4:
-        if word.endswith(suffix) and len(suffix) > len(best):
-            best = suffix
-    if best:
-        base = word[: -len(best)]
-        if _measure(base) > 1 and (best != "ion" or base.endswith(("s", "t"))):
-            word = base
-    # Step 5: final -e and -ll.
-    if word.endswith("e"):
-        base = word[:-1]
-        m = _measure(base)
-        if m > 1 or (m == 1 and not _cvc(base)):
-            word = base
-    if word.endswith("ll") and _measure(word) > 1:
-        word = word[:-1]
-    return word
 
 
 # --- BM25 index ------------------------------------------------------------------------------
@@ -484,16 +248,6 @@ def normalised(relevance: float) -> float:
 KeyT = TypeVar("KeyT")
 
 
-def jaccard(a: Collection[str], b: Collection[str]) -> float:
-    """Token-set Jaccard similarity; two empty sets are identical."""
-    sa = a if isinstance(a, frozenset | set) else set(a)
-    sb = b if isinstance(b, frozenset | set) else set(b)
-    if not sa and not sb:
-        return 1.0
-    inter = len(sa & sb)
-    return inter / (len(sa) + len(sb) - inter)
-
-
 def relativity_filter(
     items: Iterable[tuple[KeyT, float, frozenset[str]]], threshold: float = RELATIVITY
 ) -> list[tuple[KeyT, float, frozenset[str]]]:
@@ -531,7 +285,7 @@ def mmr(
         chosen.append(picked)
         survivors = []
         for index in alive:
-            sim = jaccard(picked[2], pool[index][2])
+            sim = token_jaccard(picked[2], pool[index][2])
             if sim >= duplicate:
                 continue
             if sim > nearest[index]:

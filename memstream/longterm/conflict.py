@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -46,10 +45,14 @@ from typing import Any, Literal
 
 from memstream.errors import LLMError, MalformedDecision
 from memstream.llm import LLMClient
-from memstream.longterm.dedupe import match, normalise, similarity
+from memstream.longterm.dedupe import match, similarity
 from memstream.longterm.models import Candidate
 from memstream.memory import MemoryItem
-from memstream.retrieval import stem, tokenize
+from memstream.text.normalise import comparison_form, fold
+from memstream.text.scripts import has_han
+from memstream.text.similarity import token_jaccard
+from memstream.text.stem import stem
+from memstream.text.terms import tokenize
 
 log = logging.getLogger(__name__)
 
@@ -461,17 +464,13 @@ def _parse_zh(text: str) -> Parsed:
     return Parsed(tuple(facts), bool(facts) and complete)
 
 
-_CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-
-
 @lru_cache(maxsize=8192)
 def parse(text: str) -> Parsed:
     """The slot facts a memory text states (see the module documentation)."""
-    plain = normalise(text)
-    if _CJK_RE.search(plain):
+    plain = comparison_form(text)
+    if has_han(plain):
         # Chinese: clauses split on the original punctuation, spaces dropped.
-        folded = unicodedata.normalize("NFKC", text).casefold()
-        zh = _parse_zh(re.sub(r"(?<=\S) (?=\S)", "", folded.strip()))
+        zh = _parse_zh(re.sub(r"(?<=\S) (?=\S)", "", fold(text).strip()))
         if zh.facts:
             return zh
     return _parse_en(plain)
@@ -635,7 +634,7 @@ def shortlist(
     def score(item: MemoryItem) -> float:
         theirs = {f.slot for f in parse(item.content).facts}
         other = set(tokenize(item.content))
-        overlap = len(terms & other) / len(terms | other) if terms or other else 0.0
+        overlap = token_jaccard(terms, other) if terms or other else 0.0
         return (
             (1.0 if slots & theirs else 0.0) + overlap + similarity(candidate.content, item.content)
         )

@@ -1,23 +1,16 @@
 """Local de-duplication of candidate memories within one batch (one session's judge output).
 
-Two candidates of the same target (``scope``) are duplicates when, after normalisation, they
-are
+Two candidates of the same target (``scope``) are duplicates when, in their comparison form
+(``memstream.text.normalise.comparison_form``), they are
 
 1. **exact**: equal normalised text;
 2. **contains**: one normalised text contains the other as a run of whole words (CJK text:
    whole characters); the longer, more informative one is kept;
-3. **jaccard**: the Jaccard similarity of their sets of *character bigrams* is at least
-   ``JACCARD_THRESHOLD`` (bigrams of the normalised text with the spaces removed: "用户喜欢猫"
-   -> 用户 户喜 喜欢 欢猫; plain character sets are far too coarse for English, where "likes
-   tea" and "does not like tea" share almost every letter);
+3. **jaccard**: the Jaccard similarity of their sets of *character bigrams*
+   (``memstream.text.similarity.bigram_jaccard``) is at least ``JACCARD_THRESHOLD``;
 4. **levenshtein**: both normalised texts have at most ``SHORT_TEXT_CHARS`` characters and
    their normalised Levenshtein similarity (``rapidfuzz``) is at least
    ``LEVENSHTEIN_THRESHOLD``.
-
-Normalisation: Unicode NFKC (full-width to half-width: "ＡＢＣ１２３" -> "ABC123", "，" -> ","),
-case folding, apostrophes removed ("user's" -> "users", "doesn't" -> "doesnt"), punctuation
-replaced by spaces (a "." between digits is kept), runs of white space collapsed, and no space
-between two CJK characters ("用户 喜欢" -> "用户喜欢").
 
 Fuzzy rules never merge different facts. Edit distance and shared characters cannot tell
 "lives in Rome" from "lives in Nice" (Levenshtein similarity 0.86) or "likes tea" from
@@ -43,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -52,7 +44,10 @@ from typing import Literal
 from rapidfuzz.distance import Levenshtein
 
 from memstream.longterm.models import IMPORTANCE_RANGES, Candidate
-from memstream.retrieval import CJK_STOP_CHARS, STOP_WORDS, stem
+from memstream.text.normalise import comparison_form, comparison_units, is_cjk_unit
+from memstream.text.similarity import bigram_jaccard
+from memstream.text.stem import stem
+from memstream.text.terms import CJK_STOP_CHARS, STOP_WORDS
 
 JACCARD_THRESHOLD = 0.7
 """Character-bigram Jaccard similarity at or above which two texts are duplicates."""
@@ -70,20 +65,7 @@ Rule = Literal["exact", "contains", "contained", "jaccard", "levenshtein"]
 """Why two texts are duplicates; ``contains``: the first contains the second, ``contained``:
 the second contains the first."""
 
-_CJK = (
-    "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\uac00-\ud7af"  # Hangul syllables
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-)
-_CJK_CHAR = re.compile(f"[{_CJK}]")
-# A unit is one CJK character, one word (letters and digits, a "." inside a number kept) or
-# one symbol character (emoji, currency, "+" ...).
-_UNIT = re.compile(rf"[{_CJK}]|(?:[^\W_{_CJK}]|(?<=\d)\.(?=\d))+|[^\w\s]")
-_APOSTROPHES = str.maketrans("", "", "'’‘`´")
 _DIGIT = re.compile(r"\d")
-_LONE_DOT = re.compile(r"(?<!\d)\.|\.(?!\d)")  # every "." but one inside a number
 
 NEGATION_WORDS = frozenset(
     """
@@ -101,45 +83,21 @@ _CONTENT_STOP_WORDS = STOP_WORDS | NEGATION_WORDS | {"user", "users"}
 _CJK_CONTENT_STOP = CJK_STOP_CHARS | frozenset("用户很非常")
 
 
-def normalise(text: str) -> str:
-    """The comparison form of ``text`` (see the module documentation)."""
-    return _prepare(text).plain
-
-
 @dataclass(frozen=True, slots=True)
 class _Text:
     plain: str
     padded: str  # units joined by single spaces, with a space at each end (containment)
-    compact: str  # units without spaces (Jaccard)
-    bigrams: frozenset[str]
+    compact: str  # units without spaces
     content: frozenset[str]  # stems
     words: dict[str, str]  # stem -> the word it came from (spelling variants)
     numbers: frozenset[str]
     negated: bool
 
 
-def _is_cjk(unit: str) -> bool:
-    return len(unit) == 1 and _CJK_CHAR.match(unit) is not None
-
-
 @lru_cache(maxsize=8192)
 def _prepare(text: str) -> _Text:
-    folded = unicodedata.normalize("NFKC", text).casefold().translate(_APOSTROPHES)
-    folded = _LONE_DOT.sub(" ", folded)
-    cleaned = "".join(
-        " " if unicodedata.category(ch).startswith("P") and ch != "." else ch for ch in folded
-    )
-    units = _UNIT.findall(cleaned)
-    plain_parts: list[str] = []
-    for i, unit in enumerate(units):
-        if i and not (_is_cjk(unit) and _is_cjk(units[i - 1])):
-            plain_parts.append(" ")
-        plain_parts.append(unit)
+    units = comparison_units(text)
     compact = "".join(units)
-    if len(compact) > 1:
-        bigrams = frozenset(compact[i : i + 2] for i in range(len(compact) - 1))
-    else:
-        bigrams = frozenset([compact]) if compact else frozenset()
     content: set[str] = set()
     words: dict[str, str] = {}
     numbers: set[str] = set()
@@ -148,7 +106,7 @@ def _prepare(text: str) -> _Text:
         if _DIGIT.search(unit):
             numbers.add(unit)
             content.add(unit)
-        elif _is_cjk(unit):
+        elif is_cjk_unit(unit):
             if unit not in _CJK_CONTENT_STOP:
                 content.add(unit)
         elif unit in NEGATION_WORDS:
@@ -160,23 +118,14 @@ def _prepare(text: str) -> _Text:
     # On the joined characters: 非常 ("very") is not a negation.
     negated = negated or _CJK_NEGATION.search(compact) is not None
     return _Text(
-        plain="".join(plain_parts),
+        plain=comparison_form(text),
         padded=f" {' '.join(units)} ",
         compact=compact,
-        bigrams=bigrams,
         content=frozenset(content),
         words=words,
         numbers=frozenset(numbers),
         negated=negated,
     )
-
-
-def jaccard(a: str, b: str) -> float:
-    """Character-bigram Jaccard similarity of two texts' normalised forms."""
-    x, y = _prepare(a).bigrams, _prepare(b).bigrams
-    if not x and not y:
-        return 1.0
-    return len(x & y) / len(x | y)
 
 
 def _variant(x: str, y: str) -> bool:
@@ -216,7 +165,7 @@ def match(a: str, b: str) -> Rule | None:
         return "contained"
     if x.numbers != y.numbers or _substituted(x, y):
         return None
-    if jaccard(a, b) >= JACCARD_THRESHOLD:
+    if bigram_jaccard(a, b) >= JACCARD_THRESHOLD:
         return "jaccard"
     if (
         max(len(x.plain), len(y.plain)) <= SHORT_TEXT_CHARS
@@ -230,7 +179,7 @@ def similarity(a: str, b: str) -> float:
     """A [0, 1] closeness of two texts (for ranking, not for deciding): the larger of the
     bigram Jaccard and, for short texts, the Levenshtein similarity."""
     x, y = _prepare(a), _prepare(b)
-    score = jaccard(a, b)
+    score = bigram_jaccard(a, b)
     if max(len(x.plain), len(y.plain)) <= SHORT_TEXT_CHARS:
         score = max(score, float(Levenshtein.normalized_similarity(x.plain, y.plain)))
     return score

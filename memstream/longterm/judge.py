@@ -33,6 +33,7 @@ from memstream.longterm.models import (
     SessionMessage,
 )
 from memstream.memory import MEMORY_TYPES, MemoryType
+from memstream.text.scripts import has_han
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +356,6 @@ class _Hit:
 
 _Rule = tuple[re.Pattern[str], Callable[[re.Match[str], int], "_Hit | None"]]
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "＇": "'", "`": "'"})
 _CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.S)
 _ABBREVIATIONS = ("mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "e.g", "i.e", "etc", "vs")
@@ -2195,7 +2195,7 @@ def _hits_of(text: str) -> list[_Hit]:
         sentence = re.sub(r"^[\s>*#\-•·]+", "", sentence)  # quote marks and bullets
         if not sentence:
             continue
-        if _CJK.search(sentence):
+        if has_han(sentence):
             hits += _judge_zh(sentence)
         else:
             hits += _judge_en(sentence)

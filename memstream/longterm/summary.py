@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 from memstream.errors import LLMError
 from memstream.llm import LLMClient
-from memstream.longterm.dedupe import normalise
-from memstream.retrieval import tokenize
+from memstream.text.normalise import comparison_form
+from memstream.text.scripts import WIDE
+from memstream.text.terms import tokenize
 from memstream.text.tokens import count_tokens, encoding
 
 log = logging.getLogger(__name__)
@@ -61,9 +62,7 @@ _SENTENCE_END = re.compile(
     r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[\u2018\u201c]|[^\x00-\x7f])|(?<=[。！？；!?;])\s*|\s*\n\s*"
 )
 # CJK characters and full-width punctuation: no space is put next to them.
-_WIDE = re.compile(
-    r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
-)
+_WIDE = re.compile(f"[{WIDE}]")
 
 _FILLER_PHRASES = re.compile(
     r"\b(?:how can i (?:help|assist)(?: you)?(?: today)?|how may i (?:help|assist)(?: you)?"
@@ -134,13 +133,9 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
 
 
-def _plain(sentence: str) -> str:
-    return normalise(sentence)
-
-
 def content_terms(sentence: str) -> set[str]:
     """The informative terms of a sentence: no stop words, greetings or filler."""
-    plain = _FILLER_PHRASES.sub(" ", _plain(sentence))
+    plain = _FILLER_PHRASES.sub(" ", comparison_form(sentence))
     return {t for t in tokenize(plain) if t not in _FILLER_TERMS}
 
 
@@ -156,7 +151,7 @@ def score_sentence(
     terms = content_terms(sentence)
     if not terms:
         return 0.0
-    plain = _plain(sentence)
+    plain = comparison_form(sentence)
     tokens = max(1, count_tokens(sentence))
     score = 0.8 * min(1.0, len(terms) / tokens) + 0.8 * min(1.0, len(terms) / 8)
     score += 0.5 * bool(_NUMBER.search(sentence))
@@ -279,7 +274,7 @@ def _message_units(
         first = True
         for sentence in sentences(content or ""):
             text = truncate_tokens(sentence, MAX_SENTENCE_TOKENS)
-            key = _plain(text)
+            key = comparison_form(text)
             score = score_sentence(text, role, first=first, recency=(i + 1) / n)
             if score <= 0 or not key:
                 continue
@@ -304,7 +299,7 @@ def extractive_summary(
     if budget_tokens <= 0:
         return ""
     old, order, group = _previous_units(previous or "", 0, 0)
-    seen = {_plain(u.text) for u in old}
+    seen = {comparison_form(u.text) for u in old}
     new = _message_units(messages, order, group, seen)
     if _cost(old) + _cost(new) <= budget_tokens:
         chosen = old + new

@@ -72,8 +72,9 @@ from memstream.providers.http import (
     parse_time,
     validate_new,
 )
-from memstream.providers.mysql import content_hash, normalise_content
+from memstream.providers.mysql import content_hash
 from memstream.retrieval import RELATIVITY
+from memstream.text.normalise import fold_spaces_and_case
 
 log = logging.getLogger(__name__)
 
@@ -433,10 +434,10 @@ class Mem0Provider:
 
 def _same(items: Sequence[MemoryItem], memory: NewMemory) -> MemoryItem | None:
     key = content_hash(memory.content)
-    wanted = normalise_content(memory.content)
+    wanted = fold_spaces_and_case(memory.content)
     for item in items:
         if item.cube_id == memory.cube_id and (
-            item.extra.get("memstream_key") == key or normalise_content(item.content) == wanted
+            item.extra.get("memstream_key") == key or fold_spaces_and_case(item.content) == wanted
         ):
             return replace(item, score=1.0)
     return None

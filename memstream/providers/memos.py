@@ -99,8 +99,9 @@ from memstream.providers.http import (
     snippet,
     validate_new,
 )
-from memstream.providers.mysql import content_hash, normalise_content
+from memstream.providers.mysql import content_hash
 from memstream.retrieval import RELATIVITY
+from memstream.text.normalise import fold_spaces_and_case
 
 log = logging.getLogger(__name__)
 
@@ -433,14 +434,15 @@ class MemOSProvider:
             dedup="no",
             call="lookup",
         )
-        wanted = normalise_content(memory.content)
+        wanted = fold_spaces_and_case(memory.content)
         match = next((m for m in found if m.id in ids), None)
         if match is None:
             match = next(
                 (
                     m
                     for m in found
-                    if m.extra.get("memstream_key") == key or normalise_content(m.content) == wanted
+                    if m.extra.get("memstream_key") == key
+                    or fold_spaces_and_case(m.content) == wanted
                 ),
                 None,
             )

@@ -38,9 +38,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import heapq
-import re
 import time
-import unicodedata
 import uuid
 import weakref
 from collections import OrderedDict
@@ -61,31 +59,20 @@ from memstream.memory import (
     NewMemory,
     readable_cubes,
 )
-from memstream.retrieval import (
-    MMR_LAMBDA,
-    RELATIVITY,
-    LexicalIndex,
-    mmr,
-    normalised,
-    tokenize,
-)
+from memstream.retrieval import MMR_LAMBDA, RELATIVITY, LexicalIndex, mmr, normalised
 from memstream.store.schema import long_term_memory as t
+from memstream.text.normalise import fold_spaces_and_case
+from memstream.text.terms import tokenize
 
-_SPACES = re.compile(r"\s+")
 _CHUNK = 500  # ids per IN (...) list
 # Up to this many added plus removed memories are applied to a cached index in place on the
 # event loop (about 30 µs each); a cold load or a bigger change is built in a worker thread.
 INLINE_UPDATE_LIMIT = 100
 
 
-def normalise_content(content: str) -> str:
-    """The form two memories are compared in: NFKC, case-folded, whitespace collapsed."""
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", content)).strip().casefold()
-
-
 def content_hash(content: str) -> str:
     """SHA-256 (hex) of the normalised content: the per-cube duplicate key."""
-    return hashlib.sha256(normalise_content(content).encode("utf-8")).hexdigest()
+    return hashlib.sha256(fold_spaces_and_case(content).encode("utf-8")).hexdigest()
 
 
 def _now() -> datetime:
@@ -480,7 +467,7 @@ def _new_row(memory: NewMemory, now: datetime) -> dict[str, Any]:
         raise ValueError(f"unknown memory_type {memory.memory_type!r}")
     if memory.cube_id != USER_PROFILE and not memory.cube_id.startswith("agent_"):
         raise ValueError(f"cube_id must be {USER_PROFILE!r} or 'agent_<agent_id>'")
-    if not normalise_content(memory.content):
+    if not fold_spaces_and_case(memory.content):
         raise ValueError("memory content is empty")
     memory_type: MemoryType = memory.memory_type
     return {

@@ -10,12 +10,12 @@ from memstream.longterm.dedupe import (
     LEVENSHTEIN_THRESHOLD,
     SHORT_TEXT_CHARS,
     dedupe,
-    jaccard,
     match,
     merge_ids,
-    normalise,
 )
 from memstream.longterm.models import Candidate, Category, Scope
+from memstream.text.normalise import comparison_form as normalise
+from memstream.text.similarity import bigram_jaccard as jaccard
 
 
 def cand(

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.retrieval import (
-    RELATIVITY,
-    LexicalIndex,
-    jaccard,
-    mmr,
-    phrases,
-    relativity_filter,
-    stem,
-    tokenize,
-)
+from memstream.retrieval import RELATIVITY, LexicalIndex, mmr, relativity_filter
+from memstream.text.similarity import token_jaccard as jaccard
+from memstream.text.stem import stem
+from memstream.text.terms import phrases, tokenize
 
 
 def test_english_words_are_lowercased_stemmed_and_stopped() -> None:
