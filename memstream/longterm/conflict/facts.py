@@ -1,26 +1,4 @@
-"""Conflict resolution: a candidate memory against the live memories of its target cube.
-
-``resolve`` is rule-based and needs no service; ``LLMConflictResolver`` asks an
-OpenAI-compatible model and falls back to ``resolve`` whenever the model fails or answers
-something unusable.
-
-Rules of ``resolve``, in order:
-
-1. **Already known, skip.** A live item is the same text (``dedupe.match``: exact), or says
-   at least as much (it contains the candidate, or is a Jaccard / Levenshtein duplicate), or
-   the candidate only restates slot facts the live memories already hold (see below; for
-   example "The user is based in Berlin" when "The user lives in Berlin" is live).
-2. **Updated or contradicted, store and expire the old.** A live item holds a fact on the
-   same *slot* as the candidate with another value ("lives in Paris" vs "moved to Berlin"),
-   or the opposite polarity on the same object ("likes cats" vs "does not like cats").
-   A live item the candidate makes redundant is expired too: the candidate contains its text,
-   or it holds nothing but slot facts the candidate also states.
-3. **Otherwise store.**
-
-An exact duplicate always means skip; otherwise a slot contradiction with a live item wins
-over a fuzzy match with that item. A skip never expires anything (the persist stage only
-expires on behalf of a stored memory). Expiry is per item: a live "lives in Paris and works at
-Google" is expired whole by "moved to Berlin" (judge outputs are short single facts).
+"""The slot facts a memory text states, read by a small grammar in English and in Chinese.
 
 Facts are extracted from normalised third-person memory texts ("The user ...", "User ...",
 "用户..."; a text may also start directly with the predicate, "Lives in Paris"). A clause
@@ -29,53 +7,23 @@ Slots (``Fact.slot``): ``residence``, ``employer``, ``job``, ``name``, ``age``, 
 ``favourite:<thing>`` hold one value each (a different value is an update); ``likes`` holds
 many (only a polarity flip on the same object is a contradiction). A fact can be negative
 ("no longer lives in Paris", "used to work at Google", "不喜欢猫"): it contradicts the same
-value held positively. Values are compared by stemmed words; a value that contains the other
-("Paris" / "Paris France", "北京" / "北京市") is compatible, not an update.
+value held positively. Values are compared by stemmed words (``Fact.key``).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
 
-from memstream.errors import LLMError, MalformedDecision
-from memstream.llm import LLMClient
-from memstream.longterm.dedupe import match, similarity
-from memstream.longterm.models import Candidate
-from memstream.memory import MemoryItem
 from memstream.text.normalise import comparison_form, fold
 from memstream.text.scripts import has_han
-from memstream.text.similarity import token_jaccard
 from memstream.text.stem import stem
-from memstream.text.terms import tokenize
 
-log = logging.getLogger(__name__)
-
-Action = Literal["store", "skip"]
-
-MAX_LLM_LIVE = 20
-"""Live memories shown to the model: the ones most similar to the candidate."""
-
-LLM_MAX_TOKENS = 400
 MAX_VALUE_WORDS = 6
 MAX_CJK_VALUE_CHARS = 20
 SINGLE_VALUED = ("residence", "employer", "job", "name", "age", "diet", "favourite:")
 """Slots (or slot prefixes) holding one value: a different value replaces the old."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What to do with a candidate: ``store`` it (and expire ``expire_ids``) or ``skip`` it
-    (``expire_ids`` is then empty)."""
-
-    action: Action
-    expire_ids: tuple[str, ...]
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +54,14 @@ class Parsed:
     complete: bool
 
 
+SlotRule = tuple[re.Pattern[str], str, bool, str | None]
+"""(pattern matched at the start of a predicate, slot, positive, fixed value)"""
+
+
+def _compiled(rules: list[tuple[str, str, bool, str | None]]) -> list[SlotRule]:
+    return [(re.compile(p), slot, positive, value) for p, slot, positive, value in rules]
+
+
 # ---------------------------------------------------------------------------------------------
 # English
 
@@ -118,12 +74,10 @@ _NOT = r"(?:does not|doesnt|do not|dont|did not|didnt|no longer|never)"
 _PAST = r"(?:no longer|does not|doesnt|do not|dont|used to|previously|formerly|once|did not|didnt)"
 _ART = r"(?:(?:a|an) )?"
 
-# (pattern matched at the start of a predicate, slot, positive, fixed value)
 # The value is the group ``v`` when there is one, else the words after the match. ``{k}`` in
 # the slot is the group ``k``. Negative patterns come before the positive ones of a slot.
-_EN_RULES: list[tuple[re.Pattern[str], str, bool, str | None]] = [
-    (re.compile(p), slot, positive, value)
-    for p, slot, positive, value in [
+_EN_RULES = _compiled(
+    [
         (r"(?:first |full |real |preferred |nick)?name is ", "name", True, None),
         (
             r"(?:is called|is named|goes by|prefers to be called|wants to be called"
@@ -234,7 +188,7 @@ _EN_RULES: list[tuple[re.Pattern[str], str, bool, str | None]] = [
             None,
         ),
     ]
-]
+)
 
 _EN_LEADING = frozenset(["the", "a", "an", "his", "her", "their", "to"])
 _EN_BOUNDARY = frozenset(
@@ -343,9 +297,8 @@ _ZH_ADVERBS = re.compile(
 _ZH_LIVE = r"(?:住|居住|生活|定居)在"
 _ZH_WORK = r"(?:工作|上班|任职|就职)"
 _ZH_TAIL = r"(?:了|的|啦|呢)?"
-_ZH_RULES: list[tuple[re.Pattern[str], str, bool, str | None]] = [
-    (re.compile(p), slot, positive, value)
-    for p, slot, positive, value in [
+_ZH_RULES = _compiled(
+    [
         (r"(?:名字|姓名)(?:是|叫)(?P<v>.+?)", "name", True, None),
         (r"名?叫(?!了)(?P<v>.+?)", "name", True, None),
         (r"(?:自称|希望被称为|希望被叫做|让别人叫他|让别人叫她)(?P<v>.+?)", "name", True, None),
@@ -404,7 +357,7 @@ _ZH_RULES: list[tuple[re.Pattern[str], str, bool, str | None]] = [
         (r"(?:讨厌|厌恶|反感|受不了|不爱)(?P<v>.+?)" + _ZH_TAIL, "likes", False, None),
         (r"最?(?:喜欢|喜爱|热爱|爱(?!好))(?P<v>.+?)" + _ZH_TAIL, "likes", True, None),
     ]
-]
+)
 _ZH_CUT = re.compile(r"因为|但是|但|而且|所以|并且|然后")
 _ZH_CLAUSE = re.compile(r"[\s,;:!?。，、；：！？…]+|并且|而且|但是|同时")
 
@@ -479,204 +432,3 @@ def parse(text: str) -> Parsed:
 def facts(text: str) -> tuple[Fact, ...]:
     """The slot facts of ``text``."""
     return parse(text).facts
-
-
-# ---------------------------------------------------------------------------------------------
-# Comparing facts
-
-
-def _within(inner: str, outer: str) -> bool:
-    """Whether value key ``inner`` is ``outer`` or part of it (whole words)."""
-    if inner == outer:
-        return True
-    if inner.isascii() and outer.isascii():
-        return f" {inner} " in f" {outer} "
-    return inner in outer
-
-
-def _compatible(a: Fact, b: Fact) -> bool:
-    ka, kb = a.key, b.key
-    if not a.single_valued:
-        return ka == kb
-    return _within(ka, kb) or _within(kb, ka)
-
-
-def clash(new: Fact, old: Fact) -> bool:
-    """Whether ``new`` makes ``old`` false (same slot, another value or polarity)."""
-    if new.slot != old.slot:
-        return False
-    if new.positive and old.positive:
-        return new.single_valued and not _compatible(new, old)
-    if new.positive != old.positive:
-        return _compatible(new, old)
-    return False
-
-
-def _known(fact: Fact, held: Sequence[Fact]) -> bool:
-    """Whether ``held`` facts already say ``fact`` (at least as specifically)."""
-    for g in held:
-        if g.slot != fact.slot:
-            continue
-        if fact.positive and g.positive and _within(fact.key, g.key):
-            return True
-        if not fact.positive:
-            if not g.positive and g.key == fact.key:
-                return True
-            if g.positive and g.single_valued and not _compatible(fact, g):
-                return True
-    return False
-
-
-# ---------------------------------------------------------------------------------------------
-# The rule-based resolver
-
-
-def resolve(candidate: Candidate, live: Sequence[MemoryItem]) -> Decision:
-    """Store, skip or supersede: the rules of the module documentation."""
-    if not live:
-        return Decision("store", (), "new: no live memories")
-    mine = parse(candidate.content)
-    held: list[Fact] = []
-    known: str | None = None
-    updated: list[str] = []  # live items the candidate contradicts
-    redundant: list[str] = []  # live items the candidate says more fully
-    why: list[str] = []
-    for item in live:
-        rule = match(candidate.content, item.content)
-        if rule == "exact":
-            return Decision("skip", (), f"already known: {item.id} (exact)")
-        theirs = parse(item.content)
-        held += theirs.facts
-        clashes = [(f, g) for f in mine.facts for g in theirs.facts if clash(f, g)]
-        if clashes:
-            f, g = clashes[0]
-            updated.append(item.id)
-            why.append(f"{item.id} ({g} -> {f})")
-        elif rule in ("contained", "jaccard", "levenshtein"):
-            known = known or f"already known: {item.id} ({rule})"
-        elif rule == "contains" or (
-            theirs.complete and all(_known(g, mine.facts) for g in theirs.facts)
-        ):
-            redundant.append(item.id)
-            why.append(f"{item.id} (said more fully)")
-    if known:
-        return Decision("skip", (), known)
-    if not updated and mine.complete and all(_known(f, held) for f in mine.facts):
-        return Decision("skip", (), "already known: " + ", ".join(map(str, mine.facts)))
-    if updated or redundant:
-        expire = tuple(i for i in (item.id for item in live) if i in {*updated, *redundant})
-        return Decision("store", expire, "supersedes " + "; ".join(why))
-    return Decision("store", (), "new")
-
-
-# ---------------------------------------------------------------------------------------------
-# The LLM resolver
-
-SYSTEM_PROMPT = """You maintain a user's long-term memory. Compare a NEW candidate memory with \
-the EXISTING live memories of the same memory cube and decide:
-- "skip": the new memory says nothing that the existing memories do not already say \
-(same fact, possibly in other words).
-- "store": the new memory adds information. If it updates or contradicts existing memories \
-(e.g. the user moved, changed job, changed their mind, no longer likes something), or makes \
-an existing memory redundant, list those memories' ids in "expire_ids" so the outdated ones \
-are removed.
-Only use ids from the EXISTING list. Answer with one JSON object and nothing else:
-{"action": "store" or "skip", "expire_ids": ["..."], "reason": "one short sentence"}"""
-
-
-def parse_decision(raw: str, allowed_ids: Sequence[str]) -> Decision:
-    """A decision from the model's JSON answer; ``MalformedDecision`` when it is not one."""
-    text = raw.strip()
-    if text.startswith("```"):
-        text = text.strip("`")
-        text = text.removeprefix("json").strip()
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
-        raise MalformedDecision("no JSON object in the answer")
-    try:
-        data: Any = json.loads(text[start : end + 1])
-    except ValueError as exc:
-        raise MalformedDecision(f"invalid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise MalformedDecision("the answer is not a JSON object")
-    action = data.get("action")
-    if action not in ("store", "skip"):
-        raise MalformedDecision(f"unknown action {action!r}")
-    raw_ids = data.get("expire_ids", [])
-    if raw_ids is None:
-        raw_ids = []
-    if not isinstance(raw_ids, list):
-        raise MalformedDecision("expire_ids is not a list")
-    allowed = set(allowed_ids)
-    ids: list[str] = []
-    for value in raw_ids:
-        if isinstance(value, bool) or not isinstance(value, str | int):
-            raise MalformedDecision(f"expire id {value!r} is not a string")
-        if str(value) not in allowed:
-            raise MalformedDecision(f"expire id {value!r} is not one of the live memories")
-        if str(value) not in ids:
-            ids.append(str(value))
-    reason = data.get("reason")
-    reason = reason.strip() if isinstance(reason, str) and reason.strip() else "no reason given"
-    if action == "skip":
-        return Decision("skip", (), f"llm: {reason}")
-    return Decision("store", tuple(ids), f"llm: {reason}")
-
-
-def shortlist(
-    candidate: Candidate, live: Sequence[MemoryItem], limit: int = MAX_LLM_LIVE
-) -> list[MemoryItem]:
-    """The ``limit`` live memories most similar to the candidate: those on one of its slots
-    first, then by term overlap and character similarity; ties keep the input order."""
-    slots = {f.slot for f in parse(candidate.content).facts}
-    terms = set(tokenize(candidate.content))
-
-    def score(item: MemoryItem) -> float:
-        theirs = {f.slot for f in parse(item.content).facts}
-        other = set(tokenize(item.content))
-        overlap = token_jaccard(terms, other) if terms or other else 0.0
-        return (
-            (1.0 if slots & theirs else 0.0) + overlap + similarity(candidate.content, item.content)
-        )
-
-    ranked = sorted(enumerate(live), key=lambda p: (-score(p[1]), p[0]))
-    return [item for _, item in ranked[:limit]]
-
-
-class LLMConflictResolver:
-    """Conflict resolution by an OpenAI-compatible model, with ``resolve`` as the fallback."""
-
-    def __init__(self, client: LLMClient, *, max_live: int = MAX_LLM_LIVE) -> None:
-        self.client = client
-        self.max_live = max_live
-
-    def messages(self, candidate: Candidate, shown: Sequence[MemoryItem]) -> list[dict[str, str]]:
-        existing = [{"id": m.id, "content": m.content} for m in shown]
-        body = {
-            "new": {"content": candidate.content, "category": candidate.category},
-            "existing": existing,
-        }
-        return [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": json.dumps(body, ensure_ascii=False)},
-        ]
-
-    async def resolve(self, candidate: Candidate, live: Sequence[MemoryItem]) -> Decision:
-        if not live:
-            return resolve(candidate, live)
-        for item in live:
-            if match(candidate.content, item.content) == "exact":
-                return Decision("skip", (), f"already known: {item.id} (exact)")
-        shown = shortlist(candidate, live, self.max_live)
-        try:
-            raw = await self.client.chat(
-                self.messages(candidate, shown),
-                json_mode=True,
-                max_tokens=LLM_MAX_TOKENS,
-                purpose="conflict",
-            )
-            return parse_decision(raw, [m.id for m in shown])
-        except (LLMError, MalformedDecision) as exc:
-            log.warning("LLM conflict resolution failed, using the rules: %s", exc)
-            decision = resolve(candidate, live)
-            return Decision(decision.action, decision.expire_ids, f"rules: {decision.reason}")

@@ -1,0 +1,126 @@
+"""The rule-based resolver: a candidate memory against the live memories of its cube.
+
+Rules of ``resolve``, in order:
+
+1. **Already known, skip.** A live item is the same text (``dedupe.match``: exact), or says
+   at least as much (it contains the candidate, or is a Jaccard / Levenshtein duplicate), or
+   the candidate only restates slot facts the live memories already hold (for example "The
+   user is based in Berlin" when "The user lives in Berlin" is live).
+2. **Updated or contradicted, store and expire the old.** A live item holds a fact on the
+   same *slot* as the candidate with another value ("lives in Paris" vs "moved to Berlin"),
+   or the opposite polarity on the same object ("likes cats" vs "does not like cats").
+   A live item the candidate makes redundant is expired too: the candidate contains its text,
+   or it holds nothing but slot facts the candidate also states.
+3. **Otherwise store.**
+
+An exact duplicate always means skip; otherwise a slot contradiction with a live item wins
+over a fuzzy match with that item. A skip never expires anything (the persist stage only
+expires on behalf of a stored memory). Expiry is per item: a live "lives in Paris and works at
+Google" is expired whole by "moved to Berlin" (judge outputs are short single facts).
+
+A value that contains the other ("Paris" / "Paris France", "北京" / "北京市") is compatible,
+not an update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from memstream.longterm.conflict.facts import Fact, parse
+from memstream.longterm.dedupe import match
+from memstream.longterm.models import Candidate
+from memstream.memory import MemoryItem
+
+Action = Literal["store", "skip"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with a candidate: ``store`` it (and expire ``expire_ids``) or ``skip`` it
+    (``expire_ids`` is then empty)."""
+
+    action: Action
+    expire_ids: tuple[str, ...]
+    reason: str
+
+
+def _within(inner: str, outer: str) -> bool:
+    """Whether value key ``inner`` is ``outer`` or part of it (whole words)."""
+    if inner == outer:
+        return True
+    if inner.isascii() and outer.isascii():
+        return f" {inner} " in f" {outer} "
+    return inner in outer
+
+
+def _compatible(a: Fact, b: Fact) -> bool:
+    ka, kb = a.key, b.key
+    if not a.single_valued:
+        return ka == kb
+    return _within(ka, kb) or _within(kb, ka)
+
+
+def clash(new: Fact, old: Fact) -> bool:
+    """Whether ``new`` makes ``old`` false (same slot, another value or polarity)."""
+    if new.slot != old.slot:
+        return False
+    if new.positive and old.positive:
+        return new.single_valued and not _compatible(new, old)
+    if new.positive != old.positive:
+        return _compatible(new, old)
+    return False
+
+
+def _known(fact: Fact, held: Sequence[Fact]) -> bool:
+    """Whether ``held`` facts already say ``fact`` (at least as specifically)."""
+    for g in held:
+        if g.slot != fact.slot:
+            continue
+        if fact.positive and g.positive and _within(fact.key, g.key):
+            return True
+        if not fact.positive:
+            if not g.positive and g.key == fact.key:
+                return True
+            if g.positive and g.single_valued and not _compatible(fact, g):
+                return True
+    return False
+
+
+def resolve(candidate: Candidate, live: Sequence[MemoryItem]) -> Decision:
+    """Store, skip or supersede: the rules of the module documentation."""
+    if not live:
+        return Decision("store", (), "new: no live memories")
+    mine = parse(candidate.content)
+    held: list[Fact] = []
+    known: str | None = None
+    updated: list[str] = []  # live items the candidate contradicts
+    redundant: list[str] = []  # live items the candidate says more fully
+    why: list[str] = []
+    for item in live:
+        rule = match(candidate.content, item.content)
+        if rule == "exact":
+            return Decision("skip", (), f"already known: {item.id} (exact)")
+        theirs = parse(item.content)
+        held += theirs.facts
+        clashes = [(f, g) for f in mine.facts for g in theirs.facts if clash(f, g)]
+        if clashes:
+            f, g = clashes[0]
+            updated.append(item.id)
+            why.append(f"{item.id} ({g} -> {f})")
+        elif rule in ("contained", "jaccard", "levenshtein"):
+            known = known or f"already known: {item.id} ({rule})"
+        elif rule == "contains" or (
+            theirs.complete and all(_known(g, mine.facts) for g in theirs.facts)
+        ):
+            redundant.append(item.id)
+            why.append(f"{item.id} (said more fully)")
+    if known:
+        return Decision("skip", (), known)
+    if not updated and mine.complete and all(_known(f, held) for f in mine.facts):
+        return Decision("skip", (), "already known: " + ", ".join(map(str, mine.facts)))
+    if updated or redundant:
+        expire = tuple(i for i in (item.id for item in live) if i in {*updated, *redundant})
+        return Decision("store", expire, "supersedes " + "; ".join(why))
+    return Decision("store", (), "new")
