@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memstream.longterm.conflict import LLMConflictResolver, resolve
-from memstream.longterm.dedupe import dedupe
-from memstream.longterm.judge import Judge, JudgeResult
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session
 from memstream.memory import MemoryItem, NewMemory
@@ -51,14 +49,6 @@ async def collect(
     if not new_marks:
         return None
     return Collected(out, new_marks)
-
-
-async def judge(session: Session, judge: Judge, messages: Sequence[SessionMessage]) -> JudgeResult:
-    return await judge.judge(messages, agent_id=session.agent_id)
-
-
-def local_dedupe(candidates: Sequence[Candidate]) -> list[Candidate]:
-    return dedupe(candidates)
 
 
 @dataclass(frozen=True, slots=True)

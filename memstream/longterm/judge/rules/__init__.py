@@ -11,8 +11,7 @@ from memstream.longterm.judge.candidates import default_memory_type, default_sco
 from memstream.longterm.judge.rules.common import Hit, finish
 from memstream.longterm.judge.rules.en import judge_en
 from memstream.longterm.judge.rules.zh import judge_zh
-from memstream.longterm.models import Candidate, Category, SessionMessage
-from memstream.memory import MemoryType
+from memstream.longterm.models import Candidate, SessionMessage
 from memstream.text.scripts import has_han
 
 # The rules look at this much of one message (regular expressions on bounded input).
@@ -54,10 +53,6 @@ def _hits_of(text: str) -> list[Hit]:
     return hits
 
 
-def _memory_type(category: Category) -> MemoryType:
-    return default_memory_type(category)
-
-
 def rule_based_judge(messages: Sequence[SessionMessage]) -> list[Candidate]:
     """Candidates from the new user messages by regular expressions (English and Chinese);
     the fallback when there is no LLM or it fails."""
@@ -87,7 +82,7 @@ def rule_based_judge(messages: Sequence[SessionMessage]) -> list[Candidate]:
             out.append(
                 Candidate(
                     content,
-                    _memory_type(hit.category),
+                    default_memory_type(hit.category),
                     default_scope(hit.category),
                     hit.importance,
                     hit.category,
