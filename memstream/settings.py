@@ -24,9 +24,16 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8080, ge=1, le=65535)
     api_keys: SecretStr = SecretStr("")
+    # Request bodies larger than this are refused (413) before they are read whole. Open mode
+    # (no API keys) is refused on an address other than loopback unless explicitly allowed.
+    api_max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    api_allow_open: bool = False
     llm_base_url: str = ""
     llm_model: str = ""
     llm_api_key: SecretStr = SecretStr("")
+    # ``target=model,...``: the LLM model that serves an agent's ``model_target_id``; a target
+    # not listed is judged with ``llm_model``.
+    llm_models: str = ""
     memos_url: str = ""
     memos_api_key: SecretStr = SecretStr("")
     mem0_url: str = ""
@@ -53,6 +60,8 @@ class Settings(BaseSettings):
     summary_budget_tokens: int = Field(default=2000, ge=0)
     long_term_budget_tokens: int = Field(default=4000, ge=0)
     user_profile_share: float = Field(default=0.6, ge=0, le=1)
+    # The part of the user profile's share kept for facts before episodes may use it.
+    user_profile_fact_share: float = Field(default=0.5, ge=0, le=1)
     long_term_top_k: int = Field(default=10, ge=1, le=100)
     summary_cache_ttl_seconds: int = Field(default=3600, ge=1)
     agent_config_cache_seconds: float = Field(default=5.0, ge=0)
@@ -82,6 +91,12 @@ class Settings(BaseSettings):
         _parse_api_keys(value.get_secret_value())
         return value
 
+    @field_validator("llm_models")
+    @classmethod
+    def _valid_models(cls, value: str) -> str:
+        _parse_models(value)
+        return value
+
     @model_validator(mode="after")
     def _budgets_fit(self) -> Settings:
         if self.summary_budget_tokens > self.window_max_tokens:
@@ -97,16 +112,29 @@ class Settings(BaseSettings):
         """API key -> tenant id; empty means open (dev) mode."""
         return _parse_api_keys(self.api_keys.get_secret_value())
 
+    @cached_property
+    def model_of_target(self) -> dict[str, str]:
+        """Agent ``model_target_id`` -> the LLM model that serves it."""
+        return _parse_models(self.llm_models)
+
     @property
     def cache_enabled(self) -> bool:
         return bool(self.redis_url.strip())
 
 
 def _parse_api_keys(raw: str) -> dict[str, str]:
-    keys: dict[str, str] = {}
+    return _parse_pairs(raw, ":", "API keys are written key:tenant, separated by commas")
+
+
+def _parse_models(raw: str) -> dict[str, str]:
+    return _parse_pairs(raw, "=", "LLM models are written target=model, separated by commas")
+
+
+def _parse_pairs(raw: str, separator: str, error: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in raw.split(","))):
-        key, sep, tenant = part.partition(":")
-        if not sep or not key.strip() or not tenant.strip():
-            raise ValueError("API keys are written key:tenant, separated by commas")
-        keys[key.strip()] = tenant.strip()
-    return keys
+        key, sep, value = part.partition(separator)
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(error)
+        pairs[key.strip()] = value.strip()
+    return pairs

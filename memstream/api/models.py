@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from memstream.loadpath.models import ContextItem, Id, ProviderName, RequestBody
 from memstream.memory import MemoryType
+from memstream.store.agents import DEFAULT_CONTEXT_ROUNDS
 
 
 class StoredMessageOut(BaseModel):
@@ -60,7 +61,7 @@ class DeletedResponse(BaseModel):
 class AgentConfigBody(RequestBody):
     long_memory_provider: ProviderName | None = None
     open_long_memory: bool = True
-    context_rounds: int = Field(default=10, ge=1, le=500)
+    context_rounds: int = Field(default=DEFAULT_CONTEXT_ROUNDS, ge=0, le=500)
     model_target_id: Id | None = None
 
 

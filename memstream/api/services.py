@@ -43,6 +43,7 @@ class Services:
         search_stats = SearchStats(engine)
         loadpath = LoadPath(
             settings,
+            engine=engine,
             messages=resources.messages,
             summaries=SummaryStore(engine),
             cache=cache,

@@ -1,9 +1,11 @@
 """The load path: what an agent request waits on, short-term and long-term loaded in parallel.
 
 Every part degrades instead of failing: a cache error reads the record, a slow or failing
-long-term provider gives empty long-term memory, a missing summary is left out; each is named
-in ``degraded``. Work is bounded: only ``context_rounds * 3`` messages are read, and token
-counts come from ingestion, never re-tokenised here.
+long-term provider gives empty long-term memory, a missing summary is left out, an unreadable
+agent config gives the defaults; each is named in ``degraded``. Each part's time limit counts
+from the request's start, the agent-config read included, so a sick database costs at most the
+longer limit. Work is bounded: only ``context_rounds * 3`` chat turns are read, and token counts
+come from ingestion, never re-tokenised here.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from memstream import metrics
 from memstream.errors import ProviderUnavailable
-from memstream.loadpath.budget import budget_long_term, prepare_items
+from memstream.loadpath.budget import budget_long_term, memory_line, prepare_items
 from memstream.loadpath.models import (
     ContextItem,
     ContextMessage,
@@ -26,15 +30,15 @@ from memstream.loadpath.models import (
     LongTerm,
     TokenCounts,
 )
-from memstream.loadpath.window import Summary as WindowSummary
-from memstream.loadpath.window import WindowMessage, build_window
+from memstream.loadpath.recent import Recent, RecentTurns
+from memstream.loadpath.window import Summary, build_window
 from memstream.providers.router import ProviderRouter, provider_name
 from memstream.settings import Settings
-from memstream.store.agents import DEFAULT_CONTEXT_ROUNDS, AgentConfig
+from memstream.store.agents import DEFAULT_CONTEXT_ROUNDS, AgentConfig, long_term_enabled
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore
 from memstream.store.searchstats import SearchStats
-from memstream.store.summaries import Summary, SummaryStore
+from memstream.store.summaries import SummaryStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,6 +64,7 @@ class LoadPath:
         self,
         settings: Settings,
         *,
+        engine: AsyncEngine,
         messages: MessageStore,
         summaries: SummaryStore,
         cache: RedisCache | None,
@@ -67,41 +72,39 @@ class LoadPath:
         search_stats: SearchStats,
     ) -> None:
         self._settings = settings
-        self._messages = messages
         self._summaries = summaries
         self._cache = cache
         self._router = router
+        self._turns = RecentTurns(engine, messages, cache)
         # Long-term searches per tenant and minute, flushed to ``search_stat`` in batches.
         self._search_stats = search_stats
-        self._background: set[asyncio.Task[None]] = set()
 
     async def close(self) -> None:
         """Cancel the cache re-warms still running."""
-        for task in list(self._background):
-            task.cancel()
+        await self._turns.close()
 
     async def context(self, req: ContextRequest) -> ContextResponse:
         started = time.perf_counter()
+        begun = asyncio.get_running_loop().time()
+        settings = self._settings
         degraded = _Degraded()
-        try:
-            config = await self._router.config(req.tenant_id, req.agent_id)
-        except Exception as exc:
-            log.warning("agent config unreadable (%r); defaults apply", exc)
-            config = None
-            degraded.add("config")
-        rounds = req.context_rounds or (config.context_rounds if config else DEFAULT_CONTEXT_ROUNDS)
+        config = await self._config(req, begun, degraded)
+        if req.context_rounds is not None:
+            rounds = req.context_rounds
+        else:
+            rounds = config.context_rounds if config else DEFAULT_CONTEXT_ROUNDS
         no_messages: tuple[list[ContextMessage], int] = ([], 0)
         short, long = await asyncio.gather(
             self._timed(
                 "short_term",
-                self._settings.short_term_timeout_seconds,
+                begun + settings.short_term_timeout_seconds,
                 lambda: self._short_term(req, rounds, degraded),
                 default=no_messages,
                 degraded=degraded,
             ),
             self._timed(
                 "long_term",
-                self._settings.long_term_timeout_seconds,
+                begun + settings.long_term_timeout_seconds,
                 lambda: self._long_term(req, config, degraded),
                 default=(LongTerm(provider=provider_name(config)), 0, 0),
                 degraded=degraded,
@@ -120,10 +123,24 @@ class LoadPath:
             degraded=degraded.parts,
         )
 
+    async def _config(
+        self, req: ContextRequest, begun: float, degraded: _Degraded
+    ) -> AgentConfig | None:
+        """The agent's config within both paths' time limits; the defaults when unreadable."""
+        settings = self._settings
+        within = min(settings.short_term_timeout_seconds, settings.long_term_timeout_seconds)
+        try:
+            async with asyncio.timeout_at(begun + within):
+                return await self._router.config(req.tenant_id, req.agent_id)
+        except Exception as exc:
+            log.warning("agent config unreadable (%r); defaults apply", exc)
+            degraded.add("config")
+            return None
+
     async def _timed(
         self,
         path: str,
-        within: float,
+        deadline: float,
         run: Callable[[], Awaitable[T]],
         *,
         default: T,
@@ -131,10 +148,10 @@ class LoadPath:
     ) -> T:
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(within):
+            async with asyncio.timeout_at(deadline):
                 return await run()
         except TimeoutError:
-            log.warning("%s path timed out after %.2fs", path, within)
+            log.warning("%s path ran out of time", path)
         except Exception as exc:
             log.warning("%s path failed: %r", path, exc)
         finally:
@@ -145,76 +162,57 @@ class LoadPath:
     async def _short_term(
         self, req: ContextRequest, rounds: int, degraded: _Degraded
     ) -> tuple[list[ContextMessage], int]:
-        limit = rounds * 3
-        recent, summary = await asyncio.gather(
-            self._recent(req.tenant_id, req.conversation_id, limit, degraded),
-            self._summary(req.tenant_id, req.conversation_id, degraded),
-        )
+        recent, summary = await self._read(req.tenant_id, req.conversation_id, rounds * 3, degraded)
         window = build_window(
-            recent,
-            WindowSummary(summary.text, summary.token_count) if summary else None,
+            recent.turns,
+            summary,
             max_tokens=self._settings.window_max_tokens,
             summary_budget=self._settings.summary_budget_tokens,
+            earlier=recent.earlier,
         )
         out = [ContextMessage.model_validate(m, from_attributes=True) for m in window.messages]
         return out, window.tokens
 
-    async def _recent(
+    async def _read(
         self, tenant_id: str, conversation_id: str, limit: int, degraded: _Degraded
-    ) -> Sequence[WindowMessage]:
-        cache = self._cache
-        if cache is not None:
+    ) -> tuple[Recent, Summary | None]:
+        """The newest ``limit`` turns and the summary: from the cache in one round trip when
+        it has both, the rest from the record."""
+        recent: Recent | None = None
+        cached: tuple[str, int] | None = None
+        if self._cache is not None:
             try:
-                cached = await cache.recent(tenant_id, conversation_id, limit)
+                recent, cached = await self._turns.from_cache(tenant_id, conversation_id, limit)
             except Exception as exc:
                 log.warning("cache read failed: %r", exc)
                 metrics.CACHE.labels("read", "error").inc()
                 degraded.add("cache")
-                cached = None
-            else:
-                metrics.CACHE.labels("read", "hit" if cached is not None else "miss").inc()
-                if cached is not None:
-                    return cached
-                self._rewarm(tenant_id, conversation_id)
-        return await self._messages.recent(tenant_id, conversation_id, limit)
-
-    def _rewarm(self, tenant_id: str, conversation_id: str) -> None:
-        """Rebuild a missing cache key from the record, off the request's path."""
-
-        async def run() -> None:
-            cache = self._cache
-            assert cache is not None
-            try:
-                conv = (tenant_id, conversation_id)
-                found = await self._messages.recent_many([conv], cache.max_messages)
-                await cache.warm(found)
-            except Exception as exc:
-                log.warning("cache re-warm failed: %r", exc)
-
-        task = asyncio.create_task(run())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        if cached is None:
+            if recent is not None:
+                return recent, await self._summary(tenant_id, conversation_id, degraded)
+            return await asyncio.gather(
+                self._turns.from_record(tenant_id, conversation_id, limit),
+                self._summary(tenant_id, conversation_id, degraded),
+            )
+        # ("", 0) is a cached "no summary", so conversations without one cost no query.
+        summary = Summary(*cached) if cached[0] else None
+        if recent is None:
+            recent = await self._turns.from_record(tenant_id, conversation_id, limit)
+        return recent, summary
 
     async def _summary(
         self, tenant_id: str, conversation_id: str, degraded: _Degraded
     ) -> Summary | None:
-        cache = self._cache
-        if cache is not None:
-            try:
-                cached = await cache.cached_summary(tenant_id, conversation_id)
-                if cached is not None:
-                    return Summary(*cached) if cached[0] else None
-            except Exception:
-                degraded.add("cache")
+        """The summary from the record, then cached (its absence too)."""
         try:
-            summary = await self._summaries.get(tenant_id, conversation_id)
+            stored = await self._summaries.get(tenant_id, conversation_id)
         except Exception as exc:
             log.warning("summary unreadable: %r", exc)
             degraded.add("summary")
             return None
+        cache = self._cache
         if cache is not None:
-            # Cache absence too, so conversations without a summary cost no query either.
-            text_, tokens = (summary.text, summary.token_count) if summary else ("", 0)
+            text_, tokens = (stored.text, stored.token_count) if stored else ("", 0)
             try:
                 await cache.cache_summary(
                     tenant_id,
@@ -225,13 +223,13 @@ class LoadPath:
                 )
             except Exception:
                 degraded.add("cache")
-        return summary
+        return Summary(stored.text, stored.token_count) if stored else None
 
     async def _long_term(
         self, req: ContextRequest, config: AgentConfig | None, degraded: _Degraded
     ) -> tuple[LongTerm, int, int]:
         name = provider_name(config)
-        if config is not None and (not config.open_long_memory or not config.model_target_id):
+        if not long_term_enabled(config):
             # Long-term memory off for this agent, or no model bound: no query at all.
             return LongTerm(provider=None), 0, 0
         if not req.query.strip():
@@ -251,16 +249,21 @@ class LoadPath:
         )
         self._search_stats.record(req.tenant_id, time.perf_counter() - searched, len(found))
         groups = prepare_items(found, filter_sensitive=req.filter_sensitive)
+        facts = [m for m in groups.user_profile if m.kind != "episode"]
+        episodes = [m for m in groups.user_profile if m.kind == "episode"]
         budget = budget_long_term(
-            [m.content for m in groups.user_profile],
-            [m.content for m in groups.agent],
+            [memory_line(m) for m in facts],
+            [memory_line(m) for m in groups.agent],
+            episodes=[memory_line(m) for m in episodes],
             total=self._settings.long_term_budget_tokens,
             profile_share=self._settings.user_profile_share,
+            fact_share=self._settings.user_profile_fact_share,
         )
         # Report the items that made it into the texts, best first.
         used = (
-            groups.user_profile[: budget.user_profile_items]
-            + groups.agent[: budget.agent_memory_items]
+            facts[: budget.user_profile_items]
+            + episodes[: budget.user_profile_episodes]
+            + list(groups.agent[: budget.agent_memory_items])
         )
         items = [
             ContextItem(

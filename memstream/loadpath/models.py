@@ -27,7 +27,8 @@ class ContextRequest(RequestBody):
     agent_id: Id | None = None
     conversation_id: Id
     query: Text = ""
-    context_rounds: int | None = Field(default=None, ge=1, le=500)
+    # 0 is no history: the summary alone, if there is one.
+    context_rounds: int | None = Field(default=None, ge=0, le=500)
     filter_sensitive: bool = True
 
 

@@ -1,9 +1,12 @@
 """The short-term token window of the load path: which recent messages go into an agent's context.
 
 It follows the reference design (split off system messages, trim the tail alternation, walk
-newest to oldest with the token counts, drop a leading assistant turn, prepend the conversation
-summary when the history is over the limit) with one fix: over the limit, the reference drops the
-conversation's system messages; memstream keeps them and counts them against the window.
+newest to oldest with the token counts, drop a leading assistant turn) with two fixes: over the
+limit, the reference drops the conversation's system messages, memstream keeps them and counts
+them against the window; and the reference prepends the conversation summary only when the
+messages it read overflow the window, so with few rounds everything older silently disappears,
+while memstream prepends it whenever older chat history is left out, by the rounds bound or by
+tokens (CONTRACT section 5).
 
 Token counts are the ones stored at ingestion: nothing is tokenised here (DESIGN principle 5).
 """
@@ -81,15 +84,23 @@ def build_window(
     *,
     max_tokens: int = MAX_WINDOW_TOKENS,
     summary_budget: int = SUMMARY_BUDGET,
+    earlier: bool = False,
 ) -> Window:
     """The short-term window over the newest ``messages`` of a conversation (oldest first).
 
-    Messages get ``max_tokens - summary_budget`` tokens; the summary, used only when the history
-    does not fit, is the first entry. The total never exceeds ``max_tokens``.
+    ``earlier`` says the conversation has older chat messages than ``messages`` (the rounds
+    bound left them out). When everything fits in ``max_tokens`` all is kept; otherwise the
+    newest messages that fit in ``max_tokens - summary_budget``. The summary is the first entry
+    whenever older chat history is left out, and never when the window reaches the
+    conversation's start. The total never exceeds ``max_tokens``.
     """
     if max_tokens < 0 or not 0 <= summary_budget <= max_tokens:
         raise ValueError("need 0 <= summary_budget <= max_tokens")
-    window = max_tokens - summary_budget
+    # A summary larger than ``max_tokens`` cannot be used at all (cutting it would need
+    # re-tokenising).
+    head = summary if summary is not None and summary.text.strip() else None
+    if head is not None and head.tokens > max_tokens:
+        head = None
 
     # Rule 1, split. System messages (role ``system``, type ``chat``) are instructions: they are
     # kept but stand outside the user/assistant alternation. Tool messages and non-chat types
@@ -121,19 +132,23 @@ def build_window(
     # so it must not push the history over the limit either (the reference counts it).
     chat = _without_leading_assistant(chat)
 
-    # Rule 3 and 4, everything fits: all chat and system messages in their original order, no
-    # summary (it would repeat what is shown). Unlike the reference, which tests only the chat
-    # messages, system messages count too, so the window limit holds.
-    if _tokens(systems) + _tokens(chat) <= window:
-        return _window(_in_order(systems + chat), None, truncated=False)
-
-    # Rule 5, over the limit. The summary takes its budget; one larger than its budget shrinks
-    # the message window instead of breaking the total, and one larger than ``max_tokens``
-    # cannot be used at all (cutting it would need re-tokenising).
-    head = summary if summary is not None and summary.text.strip() else None
-    if head is not None and head.tokens > max_tokens:
-        head = None
-    budget = window if head is None else min(window, max_tokens - head.tokens)
+    # Rule 3 and 4, everything fits in the whole window: all chat and system messages in their
+    # original order. Unlike the reference, which tests only the chat messages, system messages
+    # count too, so the window limit holds. When the rounds bound left older history out, the
+    # summary stands for it, taking from the messages only the tokens it needs; when the
+    # messages reach the conversation's start, it would only repeat what is shown.
+    total = _tokens(systems) + _tokens(chat)
+    if total <= max_tokens:
+        if not earlier or head is None:
+            return _window(_in_order(systems + chat), None, truncated=earlier)
+        if total + head.tokens <= max_tokens:
+            return _window(_in_order(systems + chat), head, truncated=True)
+        budget = max_tokens - head.tokens
+    else:
+        # Rule 5, over the limit: the summary takes its budget; one larger than its budget
+        # shrinks the message window instead of breaking the total.
+        window = max_tokens - summary_budget
+        budget = window if head is None else min(window, max_tokens - head.tokens)
 
     # System messages are taken first (the fix: the reference drops them here), newest first,
     # skipping any that no longer fits: they carry instructions, are usually short, and their
@@ -155,6 +170,10 @@ def build_window(
     # Rule 4 again: the cut may fall between a question and its answer. The freed tokens are
     # not refilled: the message before the cut did not fit, and the window stays contiguous.
     recent = _without_leading_assistant(chat[start:])
+    if start == 0 and not earlier:
+        # Only system messages were left out: the chat reaches the conversation's start, and
+        # a summary of it would repeat what is shown.
+        head = None
     return _window(_in_order(kept_systems + recent), head, truncated=True)
 
 

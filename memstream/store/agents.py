@@ -1,4 +1,10 @@
-"""Agent configuration rows (``agent_config``): which long-term provider an agent uses."""
+"""Agent configuration rows (``agent_config``): which long-term provider an agent uses.
+
+Defaults, the same for the load path and the long-term chain: an agent without a row (or a
+request without an agent) has long-term memory on, in the built-in store, with
+``DEFAULT_CONTEXT_ROUNDS``; an agent whose row turns ``open_long_memory`` off or binds no
+model (``model_target_id``) has none, neither read nor written.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +30,11 @@ class AgentConfig:
     open_long_memory: bool = True
     context_rounds: int = DEFAULT_CONTEXT_ROUNDS
     model_target_id: str | None = None
+
+
+def long_term_enabled(config: AgentConfig | None) -> bool:
+    """Whether an agent's sessions build long-term memory and its requests read it."""
+    return config is None or (config.open_long_memory and bool(config.model_target_id))
 
 
 class AgentConfigStore:

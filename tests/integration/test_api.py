@@ -259,7 +259,7 @@ async def test_api_keys_bind_tenants(services, tenant, store):
     [
         ("POST", "/v1/context", {"tenant_id": "t"}),
         ("POST", "/v1/context", {**context_body("t"), "tenant_id": "x" * 129}),
-        ("POST", "/v1/context", {**context_body("t"), "context_rounds": 0}),
+        ("POST", "/v1/context", {**context_body("t"), "context_rounds": -1}),
         ("POST", "/v1/context", {**context_body("t"), "surprise": 1}),
         (
             "POST",

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from memstream.loadpath.budget import LongTermBudget, budget_long_term, prepare_items
+from memstream.loadpath.budget import (
+    LongTermBudget,
+    budget_long_term,
+    memory_line,
+    prepare_items,
+)
 from memstream.loadpath.sensitive import is_sensitive
 from memstream.memory import USER_PROFILE, MemoryItem
 from memstream.text.tokens import count_tokens
@@ -271,3 +277,65 @@ def test_empty_and_zero_budgets() -> None:
 def test_invalid_budgets_are_rejected(total: int, share: float) -> None:
     with pytest.raises(ValueError, match="profile_share"):
         budget_long_term([], [], total=total, profile_share=share)
+
+
+# ----------------------------------------------------------------------------- facts and episodes
+
+
+def test_facts_show_their_date_and_episodes_their_own_line() -> None:
+    fact = item("The user lives in Berlin.", 0.9)
+    assert memory_line(fact) == "[2026-01-01] The user lives in Berlin."
+    dated = replace(fact, occurred_at=datetime(2023, 5, 8, 23, 30, tzinfo=UTC))
+    assert memory_line(dated) == "[2023-05-08] The user lives in Berlin."
+    # An aware time is shown on its UTC date.
+    late = replace(
+        fact, occurred_at=datetime(2023, 5, 9, 1, 0, tzinfo=timezone(timedelta(hours=2)))
+    )
+    assert memory_line(late) == "[2023-05-08] The user lives in Berlin."
+    told = replace(fact, kind="episode", content="Caroline (8 May 2023): I went to a parade.")
+    assert memory_line(told) == "Caroline (8 May 2023): I went to a parade."
+
+
+def test_facts_are_guaranteed_their_part_and_come_first() -> None:
+    # Share 60 of 100, facts guaranteed 30: f1 + f2 is 20 + 1 + 20 = 41 > 30, so one fact;
+    # episodes fill the rest (e1 + e2 = 41 with the fact: 20 + 1 + 20 + 1 + 20 = 62 > 60, so
+    # one); the fact side then takes what the episodes left: nothing more fits.
+    facts = ["f" * 20, "g" * 20]
+    episodes = ["e" * 20, "d" * 20]
+    out = budget_long_term(facts, [], episodes=episodes, total=100, count=chars)
+    assert out.user_profile == "f" * 20 + "\n" + "e" * 20
+    assert (out.user_profile_items, out.user_profile_episodes, out.user_profile_tokens) == (
+        1,
+        1,
+        41,
+    )
+
+
+def test_episodes_take_what_facts_leave_and_facts_what_episodes_leave() -> None:
+    # No facts: the episodes take the whole share.
+    out = budget_long_term([], [], episodes=["e" * 20, "d" * 20, "c" * 30], total=100, count=chars)
+    assert (out.user_profile_episodes, out.user_profile_tokens) == (2, 41)
+    # One short episode: the facts take the rest of the share, before it.
+    facts = ["f" * 20, "g" * 20, "h" * 20]
+    out = budget_long_term(facts, [], episodes=["e" * 5], total=100, count=chars)
+    assert out.user_profile == "f" * 20 + "\n" + "g" * 20 + "\n" + "e" * 5
+    assert (out.user_profile_items, out.user_profile_episodes) == (2, 1)
+
+
+def test_without_episodes_facts_have_the_whole_share() -> None:
+    profile = ["p" * 25, "q" * 25]
+    with_kinds = budget_long_term(profile, ["a"], episodes=[], total=100, count=chars)
+    assert with_kinds == budget_long_term(profile, ["a"], total=100, count=chars)
+    assert with_kinds.user_profile_items == 2 and with_kinds.user_profile_tokens == 51
+
+
+def test_the_fact_share_is_configurable() -> None:
+    facts, episodes = ["f" * 20, "g" * 20], ["e" * 20, "d" * 20]
+    all_facts = budget_long_term(
+        facts, [], episodes=episodes, total=100, fact_share=1.0, count=chars
+    )
+    assert (all_facts.user_profile_items, all_facts.user_profile_episodes) == (2, 0)
+    no_part = budget_long_term(facts, [], episodes=episodes, total=100, fact_share=0.0, count=chars)
+    assert (no_part.user_profile_items, no_part.user_profile_episodes) == (0, 2)
+    with pytest.raises(ValueError, match="fact_share"):
+        budget_long_term(facts, [], episodes=episodes, fact_share=1.5)

@@ -147,6 +147,72 @@ def test_tool_traffic_does_not_count_against_the_window() -> None:
     assert not window.truncated and window.tokens == 80
 
 
+def test_between_the_message_window_and_the_whole_window_nothing_is_cut() -> None:
+    # 90 tokens: over max - summary budget (80) but within max (100), so everything is kept
+    # and no summary is needed (the reference's rule; the summary budget is for cuts).
+    history = [msg("user", "u1", 30), msg("assistant", "a1", 30), msg("user", "u2", 10)]
+    history += [msg("assistant", "a2", 20)]
+    window = build_window(history, SUMMARY, **SMALL)
+    assert window.tokens == 90 and not window.truncated
+    assert [e.content for e in window.messages] == ["u1", "a1", "u2", "a2"]
+
+
+def test_older_history_left_out_by_the_rounds_bound_brings_the_summary() -> None:
+    history = [msg("user", "u9", 5), msg("assistant", "a9", 5)]
+    window = build_window(history, SUMMARY, earlier=True, **SMALL)
+    assert window == Window(
+        (summary_entry(SUMMARY), *entries(("user", "u9", 5), ("assistant", "a9", 5))),
+        25,
+        truncated=True,
+    )
+    # Without a summary, the window is the same messages and says that history was left out.
+    assert build_window(history, None, earlier=True, **SMALL) == Window(
+        entries(("user", "u9", 5), ("assistant", "a9", 5)), 10, truncated=True
+    )
+
+
+def test_the_summary_takes_from_fitting_messages_only_what_it_needs() -> None:
+    # 90 tokens fit in 100, but with the summary (15) only 85 may remain: a4 20, u4 30, a3 50,
+    # u3 70; a2 would make 90 > 85.
+    history = [msg("user", "u2", 10), msg("assistant", "a2", 10), msg("user", "u3", 20)]
+    history += [msg("assistant", "a3", 20), msg("user", "u4", 10), msg("assistant", "a4", 20)]
+    window = build_window(history, SUMMARY, earlier=True, **SMALL)
+    assert window == Window(
+        (
+            summary_entry(SUMMARY),
+            *entries(("user", "u3", 20), ("assistant", "a3", 20)),
+            *entries(("user", "u4", 10), ("assistant", "a4", 20)),
+        ),
+        85,
+        truncated=True,
+    )
+
+
+def test_no_rounds_is_the_summary_alone() -> None:
+    assert build_window([], SUMMARY, earlier=True, **SMALL) == Window(
+        (summary_entry(SUMMARY),), 15, truncated=True
+    )
+    assert build_window([], None, earlier=True, **SMALL) == Window((), 0, truncated=True)
+
+
+def test_a_greeting_before_the_first_question_is_not_history_left_out() -> None:
+    # The messages reach the conversation's start; only its opening assistant turn is not
+    # shown (it has no question), which is no reason for a summary.
+    history = [msg("assistant", "Hello!", 2), msg("user", "q", 3), msg("assistant", "a", 3)]
+    window = build_window(history, SUMMARY, **SMALL)
+    assert window == Window(entries(("user", "q", 3), ("assistant", "a", 3)), 6, False)
+
+
+def test_a_cut_of_system_messages_alone_needs_no_summary() -> None:
+    # Over the limit because of system messages; the chat still reaches the start.
+    history = [msg("system", "S1", 70), msg("system", "S2", 40), msg("user", "q", 5)]
+    history += [msg("assistant", "a", 5)]
+    window = build_window(history, SUMMARY, **SMALL)
+    assert window == Window(
+        entries(("system", "S2", 40), ("user", "q", 5), ("assistant", "a", 5)), 50, True
+    )
+
+
 def test_over_the_limit_keeps_the_newest_that_fit_and_prepends_the_summary() -> None:
     history = [
         msg("user", "u1", 30),
@@ -320,8 +386,12 @@ def test_a_summary_over_max_tokens_is_not_used() -> None:
 
 
 def test_a_blank_summary_is_not_used() -> None:
-    history = [msg("user", "u1", 50), msg("assistant", "a1", 50)]
+    # 120 > 100: the window of 80 takes a1 alone, which starts with an answer and goes.
+    history = [msg("user", "u1", 60), msg("assistant", "a1", 60)]
     assert build_window(history, Summary("  ", 0), **SMALL) == Window((), 0, truncated=True)
+    assert build_window(history, Summary("  ", 0), earlier=True, **SMALL) == Window(
+        (), 0, truncated=True
+    )
 
 
 def test_chinese_conversation_with_stored_counts() -> None:
@@ -374,10 +444,15 @@ def test_cached_messages_fit_the_input_protocol() -> None:
 
 
 def test_defaults_are_the_reference_numbers() -> None:
-    history = [msg("user", "q", 3000), msg("assistant", "a", 3000)]
-    assert not build_window(history).truncated  # 6,000 = 8,000 - 2,000 fits
-    history = [msg("user", "q", 3000), msg("assistant", "a", 3001)]
+    # Everything fits when the total is within the whole window (8,000), as in the reference.
+    history = [msg("user", "q", 4000), msg("assistant", "a", 4000)]
+    assert not build_window(history).truncated
+    history = [msg("user", "q", 4000), msg("assistant", "a", 4001)]
     assert build_window(history).truncated
+    # Over it, the messages get 8,000 - 2,000: the newest answer alone.
+    history = [msg("user", "q", 2000), msg("assistant", "a", 6000), msg("user", "q2", 1)]
+    history += [msg("assistant", "a2", 1)]
+    assert [e.content for e in build_window(history).messages] == ["q2", "a2"]
 
 
 @pytest.mark.parametrize(("max_tokens", "summary_budget"), [(100, 101), (100, -1), (-1, 0)])
