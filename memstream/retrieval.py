@@ -127,18 +127,13 @@ class LexicalIndex:
         tokens = tuple(tokenize(body) if isinstance(body, str) else body)
         counts = Counter(tokens)
         pairs = Counter(phrases(tokens)) if self._phrase_weight else Counter[str]()
-        for term, tf in counts.items():
-            posting = self._tf.get(term)
-            if posting is None:
-                self._tf[term] = {doc_id: tf}
-            else:
-                posting[doc_id] = tf
-        for pair, tf in pairs.items():
-            posting = self._phrase.get(pair)
-            if posting is None:
-                self._phrase[pair] = {doc_id: tf}
-            else:
-                posting[doc_id] = tf
+        for field_, frequencies in ((self._tf, counts), (self._phrase, pairs)):
+            for key, tf in frequencies.items():
+                posting = field_.get(key)
+                if posting is None:
+                    field_[key] = {doc_id: tf}
+                else:
+                    posting[doc_id] = tf
         self._docs[doc_id] = _Doc(tokens, frozenset(counts), frozenset(pairs))
         self._length += len(tokens)
         self._norms = None
