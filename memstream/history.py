@@ -15,7 +15,6 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 
 from memstream import metrics
@@ -43,8 +42,9 @@ class Triage:
     dropped: int = 0
 
 
-def to_stored(event: MessageWritten, record_time: datetime) -> StoredMessage:
-    """The stored form of a valid event (token count computed here, once)."""
+def to_stored(event: MessageWritten, record: SourceRecord) -> StoredMessage:
+    """The stored form of a valid event (token count computed here, once); raises
+    ``InvalidEvent`` when neither ``created_at`` nor the record's timestamp is a usable time."""
     return StoredMessage(
         tenant_id=event.tenant_id,
         conversation_id=event.target_conversation_id,
@@ -55,31 +55,40 @@ def to_stored(event: MessageWritten, record_time: datetime) -> StoredMessage:
         message_type=event.message_type,
         content=event.content,
         token_count=count_tokens(event.content),
-        created_at=utc_naive(event.created_at or record_time),
+        created_at=utc_naive(event.created_at or record.time),
         source_conversation_id=event.conversation_id,
         metadata=event.metadata,
     )
 
 
 def triage(records: Sequence[SourceRecord], max_content_chars: int) -> Triage:
-    """Validate a batch and apply the sub-agent rule (CONTRACT 2.1); no IO."""
+    """Validate a batch and apply the sub-agent rule (CONTRACT 2.1); no IO, and no record can
+    make it raise: whatever one record breaks becomes that record's dead letter."""
     out = Triage()
     seen: set[tuple[str, str]] = set()
     for record in records:
         try:
             event = parse_message(record.value, max_content_chars)
+            if event.is_sub_agent and event.message_type != "chat":
+                # A sub-agent's tool traffic stays out of the parent conversation, on purpose.
+                out.dropped += 1
+                continue
+            stored = to_stored(event, record)
         except InvalidEvent as exc:
             out.rejected.append(dead_letter(exc.reason, exc.detail, STAGE, record))
             continue
-        if event.is_sub_agent and event.message_type != "chat":
-            # A sub-agent's tool traffic stays out of the parent conversation, on purpose.
-            out.dropped += 1
+        except Exception as exc:
+            # A value the schema accepts but something here cannot handle: one dead letter,
+            # never a failed batch that the group would redeliver forever.
+            log.exception("record %s[%d]@%d failed", record.topic, record.partition, record.offset)
+            detail = f"The history stage failed on this record: {exc!r}."[:500]
+            out.rejected.append(dead_letter("stage_error", detail, STAGE, record))
             continue
         identity = (event.tenant_id, event.event_id)
         if identity in seen:
             continue  # the same event twice in one batch: the record would keep the first
         seen.add(identity)
-        out.accepted.append((to_stored(event, record.time), record))
+        out.accepted.append((stored, record))
     return out
 
 
@@ -117,16 +126,18 @@ class HistoryWriter:
     async def _write_record(
         self, accepted: list[tuple[StoredMessage, SourceRecord]]
     ) -> tuple[list[StoredMessage], list[DeadLetter]]:
-        """Store the batch; rows the database itself refuses are isolated and dead-lettered."""
+        """Store the batch; rows the database refuses, or that fail in a way no wait can fix,
+        are isolated and dead-lettered so that they never hold back the others."""
         messages = [m for m, _ in accepted]
         if not messages:
             return [], []
         try:
             await self._retry_forever("insert", lambda: self.store.insert_many(messages))
             return messages, []
-        except Refused:
-            pass
-        # One row the database rejects must not block the others: store them one by one.
+        except Exception:
+            log.warning(
+                "batch insert failed for good; storing its %d rows one by one", len(messages)
+            )
         stored, letters = [], []
         for message, record in accepted:
             try:
@@ -135,6 +146,10 @@ class HistoryWriter:
             except Refused as exc:
                 detail = f"The database refused the message: {exc.__cause__}"[:500]
                 letters.append(dead_letter("rejected_by_database", detail, STAGE, record))
+            except Exception as exc:
+                log.exception("storing %s failed", message.event_id)
+                detail = f"The history stage could not store the message: {exc!r}."[:500]
+                letters.append(dead_letter("stage_error", detail, STAGE, record))
         return stored, letters
 
     async def _retry_forever(self, op: str, call: Callable[[], Awaitable[None]]) -> None:

@@ -1,12 +1,29 @@
-"""Dead-letter records (CONTRACT 2.3): every input that cannot be accepted, with the reason."""
+"""Dead-letter records (CONTRACT 2.3): every input that cannot be accepted, with the reason,
+and the same records read back for inspection and redrive."""
 
 from __future__ import annotations
 
 import base64
+import binascii
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
+
+from memstream.errors import InvalidEvent
+
+
+def kafka_time(timestamp: float | None) -> datetime | None:
+    """A Kafka timestamp (seconds) as a UTC datetime; None when absent (Kafka's -1) or outside
+    years 1 to 9999, where a producer's CreateTime can still put it."""
+    if timestamp is None or timestamp < 0:
+        return None
+    try:
+        return datetime.fromtimestamp(timestamp, UTC)
+    except (OverflowError, ValueError, OSError):
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,10 +39,18 @@ class SourceRecord:
 
     @property
     def time(self) -> datetime:
-        """The record's Kafka timestamp (now, when the broker gave none)."""
-        if self.timestamp is None:
+        """The record's Kafka timestamp (now, when the broker gave none); raises
+        ``InvalidEvent`` (``invalid_timestamp``) when it is no date in years 1 to 9999."""
+        if self.timestamp is None or self.timestamp < 0:
             return datetime.now(UTC)
-        return datetime.fromtimestamp(self.timestamp, UTC)
+        moment = kafka_time(self.timestamp)
+        if moment is None:
+            raise InvalidEvent(
+                "invalid_timestamp",
+                f"The record has no created_at and its Kafka timestamp ({self.timestamp!r} s "
+                "since the epoch) is no date in years 1 to 9999.",
+            )
+        return moment
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +64,22 @@ class DeadLetter:
 
 def _rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _source(source: SourceRecord) -> dict[str, Any]:
+    moment = kafka_time(source.timestamp)
+    out: dict[str, Any] = {
+        "topic": source.topic,
+        "partition": source.partition,
+        "offset": source.offset,
+        "timestamp": _rfc3339(moment) if moment is not None else None,
+    }
+    stamp = source.timestamp
+    # Kafka's own range (int64 milliseconds); no broker stamped anything beyond it.
+    if moment is None and stamp is not None and math.isfinite(stamp) and abs(stamp) < 2**63 / 1000:
+        # RFC 3339 has no year 10000: the raw stamp still says what the producer claimed.
+        out["timestamp_ms"] = round(stamp * 1000)
+    return out
 
 
 def dead_letter(reason: str, detail: str, stage: str, source: SourceRecord) -> DeadLetter:
@@ -57,14 +98,81 @@ def dead_letter(reason: str, detail: str, stage: str, source: SourceRecord) -> D
         "reason": reason,
         "detail": detail,
         "stage": stage,
-        "source": {
-            "topic": source.topic,
-            "partition": source.partition,
-            "offset": source.offset,
-            "timestamp": _rfc3339(source.time) if source.timestamp is not None else None,
-        },
+        "source": _source(source),
         "payload": payload,
         "payload_encoding": encoding,
         "failed_at": _rfc3339(datetime.now(UTC)),
     }
     return DeadLetter(key=source.key, value=orjson.dumps(record), reason=reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Letter:
+    """A dead letter read back from its topic: where it sits, why it failed, the original."""
+
+    partition: int  # of the dead-letter topic
+    offset: int
+    key: bytes | None
+    reason: str
+    stage: str
+    detail: str
+    source_topic: str
+    source_partition: int | None
+    source_offset: int | None
+    failed_at: datetime | None
+    payload: bytes | None
+
+
+def read_letter(partition: int, offset: int, key: bytes | None, value: bytes | None) -> Letter:
+    """Decode one dead-letter record; raises ``ValueError`` when it is not one."""
+    try:
+        record = orjson.loads(value or b"")
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    source = record.get("source")
+    if not isinstance(source, dict):
+        source = {}
+    return Letter(
+        partition=partition,
+        offset=offset,
+        key=key,
+        reason=_text(record.get("reason")),
+        stage=_text(record.get("stage")),
+        detail=_text(record.get("detail")),
+        source_topic=_text(source.get("topic")),
+        source_partition=_integer(source.get("partition")),
+        source_offset=_integer(source.get("offset")),
+        failed_at=_time(record.get("failed_at")),
+        payload=_payload(record.get("payload"), record.get("payload_encoding")),
+    )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _integer(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _payload(payload: Any, encoding: Any) -> bytes | None:
+    if not isinstance(payload, str):
+        return None
+    if encoding == "base64":
+        try:
+            return base64.b64decode(payload, validate=True)
+        except binascii.Error:
+            raise ValueError("payload is not base64") from None
+    return payload.encode("utf-8")

@@ -7,7 +7,7 @@ proves both accept and reject the same samples.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
@@ -54,6 +54,18 @@ def _rfc3339(value: Any) -> Any:
         raise ValueError(f"{value[:40]!r} is not a valid date and time") from None
 
 
+def _storable(value: datetime | None) -> datetime | None:
+    # The record keeps UTC: near the calendar's edges (year 1 with a positive offset, year 9999
+    # with a negative one) a time passes the pattern but has no UTC equivalent.
+    if value is not None:
+        try:
+            value.astimezone(UTC)
+        except (OverflowError, ValueError):
+            shown = value.isoformat()
+            raise ValueError(f"{shown} has no UTC equivalent in years 1 to 9999") from None
+    return value
+
+
 def _not_blank(value: str) -> str:
     # Python's notion of white space, the same as the schemas' "\\S" pattern under jsonschema.
     if not value.strip():
@@ -63,7 +75,7 @@ def _not_blank(value: str) -> str:
 
 Id = Annotated[StrictStr, Field(min_length=1, max_length=128), AfterValidator(_not_blank)]
 NumericId = Annotated[Id, BeforeValidator(_id_from_int)]
-Timestamp = Annotated[datetime | None, BeforeValidator(_rfc3339)]
+Timestamp = Annotated[datetime | None, BeforeValidator(_rfc3339), AfterValidator(_storable)]
 Role = Literal["user", "assistant", "system", "tool"]
 MessageType = Literal["chat", "tool_call", "tool_result", "status"]
 
