@@ -10,8 +10,6 @@ Three figures from one run on the same services:
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -20,13 +18,15 @@ import orjson
 import redis.asyncio as aioredis
 from sqlalchemy import insert
 
+from bench.support import isolated_settings, log_dir, start_worker
+from memstream.kafka import caught_up, publish
+from memstream.launch import eventually, free_port, stop_all
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.schema import conversation_message
 from memstream.text.tokens import count_tokens
-from tests.support import caught_up, eventually, free_port, isolated_settings, publish
 
 EVENTS = 50_000
 CONVERSATIONS = 500
@@ -139,21 +139,15 @@ async def end_to_end(
     publish); backlog: the events wait in Kafka first, like a replay (timed from the first
     stored row, so the worker's start-up is left out).
     """
-    from tests.support import settings_env
-
     engine = create_engine(settings.database_url)
     store = MessageStore(engine)
     client = aioredis.Redis.from_url(settings.redis_url)
     cache = RedisCache(client, prefix=settings.cache_prefix)
     if backlog:
         await publish(settings, "message-written", evs)
+    logs = log_dir("ingest")
     procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "memstream", "worker"],
-            env=settings_env(settings.model_copy(update={"worker_web_port": free_port()})),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        start_worker(settings.model_copy(update={"worker_web_port": free_port()}), logs)
         for _ in range(workers)
     ]
     try:
@@ -181,9 +175,7 @@ async def end_to_end(
         await eventually(lambda: caught_up(settings, "message-written"), within=60)
         return len(evs) / elapsed, max(peak_rss_kib(p.pid) for p in procs)
     finally:
-        for p in procs:
-            p.terminate()
-            p.wait(timeout=30)
+        stop_all(procs, timeout=30)
         await client.aclose()
         await engine.dispose()
 

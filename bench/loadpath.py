@@ -29,7 +29,6 @@ import resource
 import shutil
 import statistics
 import string
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +44,8 @@ import httpx
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.support import REPO, isolated_settings
+from memstream.launch import Launched, free_port, memstream_argv, settings_env
 from memstream.memory import USER_PROFILE, MemoryType, NewMemory, agent_cube
 from memstream.providers.mysql import MySQLProvider
 from memstream.settings import Settings
@@ -52,7 +53,6 @@ from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.text.tokens import count_many
-from tests.support import REPO, free_port, isolated_settings, settings_env
 
 CONVERSATIONS = 2_000
 MESSAGES = 200  # per conversation, all of them cached
@@ -358,36 +358,32 @@ class Server:
     env: dict[str, str]
     port: int
     log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
+    process: Launched | None = None
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> None:
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                self.argv, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT
-            )
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
 
-    async def ready(self, within: float = 60) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + within
-        async with httpx.AsyncClient() as client:
-            while True:
-                try:
-                    if (await client.get(f"{self.base}/healthz", timeout=1)).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.name} did not start; see {self.log_path}")
-                await asyncio.sleep(0.2)
+    def start(self, within: float = 60) -> None:
+        """Start the server and return once its ``/healthz`` answers."""
+        self.process = Launched.start(
+            self.argv,
+            env=self.env,
+            ready_url=f"{self.base}/healthz",
+            timeout=within,
+            log_path=self.log_path,
+            cwd=REPO,
+            name=self.name,
+        )
 
     def cpu_seconds(self) -> float:
         """utime + stime of the server process (all its threads) so far."""
-        assert self.proc is not None
-        with open(f"/proc/{self.proc.pid}/stat") as fh:
+        with open(f"/proc/{self.pid}/stat") as fh:
             fields = fh.read().rpartition(")")[2].split()
         # After the command name: state is field 3, utime and stime are fields 14 and 15.
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -395,29 +391,22 @@ class Server:
     def runqueue_seconds(self) -> float:
         """How long the server's main thread (the event loop) has waited for a CPU while
         runnable (``/proc/PID/schedstat``)."""
-        assert self.proc is not None
-        with open(f"/proc/{self.proc.pid}/schedstat") as fh:
+        with open(f"/proc/{self.pid}/schedstat") as fh:
             return int(fh.read().split()[1]) / 1e9
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.process is not None and self.process.alive()
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.process is not None:
+            self.process.stop()
 
 
 def servers(settings: Settings, log_dir: Path) -> tuple[Server, Server]:
     port = free_port()
     memstream = Server(
         "memstream api",
-        [sys.executable, "-m", "memstream", "api"],
+        memstream_argv("api"),
         settings_env(settings.model_copy(update={"api_port": port})),
         port,
         log_dir / "memstream-api.log",
@@ -856,8 +845,6 @@ async def main() -> None:
     try:
         for server in (memstream, reference):
             server.start()
-        for server in (memstream, reference):
-            await server.ready()
         await configure_agents(memstream, tenant)
 
         rng = random.Random(7)

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import subprocess
-import sys
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -27,13 +25,15 @@ from typing import Any
 from sqlalchemy import func, select
 
 from bench.locomo import CATEGORIES, KS, OkapiBM25, Recall, data_path, load
+from bench.support import isolated_settings, log_dir, start_worker
+from memstream.kafka import caught_up, publish
+from memstream.launch import eventually, free_port
 from memstream.providers.mysql import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore
 from memstream.store.schema import long_term_memory as ltm
 from memstream.text.tokens import count_tokens
-from tests.support import caught_up, eventually, free_port, isolated_settings, publish, settings_env
 
 BURST = 200
 PACED = 100
@@ -98,15 +98,6 @@ async def chain_idle(settings: Settings) -> bool:
     return True
 
 
-def start_worker(settings: Settings) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "memstream", "worker"],
-        env=settings_env(settings),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 async def users_with_memories(engine: Any, tenant: str) -> dict[str, datetime]:
     query = (
         select(ltm.c.user_id, func.max(ltm.c.created_at))
@@ -122,7 +113,7 @@ async def chain(base: Settings) -> None:
     settings = isolated_settings(worker_web_port=free_port(), log_level="WARNING")
     engine = create_engine(base.database_url)
     store = MessageStore(engine)
-    worker = start_worker(settings)
+    worker = start_worker(settings, log_dir("longterm"))
     try:
         sessions = [session_events(tenant, n) for n in range(BURST + PACED)]
         await publish(settings, "message-written", [e for events, _ in sessions for e in events])
@@ -169,8 +160,7 @@ async def chain(base: Settings) -> None:
         p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
         print(f"  p99                   : {p99 * 1000:8.0f} ms")
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        worker.stop(timeout=30)
         await engine.dispose()
 
 
@@ -190,7 +180,7 @@ async def locomo(base: Settings) -> None:
     tenant = f"locomo-{uuid.uuid4().hex[:8]}"
     settings = isolated_settings(worker_web_port=free_port(), log_level="WARNING")
     engine = create_engine(base.database_url)
-    worker = start_worker(settings)
+    worker = start_worker(settings, log_dir("longterm"))
     try:
         messages: list[dict[str, Any]] = []
         ends: list[dict[str, Any]] = []
@@ -281,8 +271,7 @@ async def locomo(base: Settings) -> None:
             f"items returned at k=10: {ours.mean_items(10):.1f}"
         )
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        worker.stop(timeout=30)
         await engine.dispose()
 
 

@@ -1,14 +1,17 @@
-"""Broker operations outside the stream stages: topic creation, publishing, offset rewinds."""
+"""Broker operations outside the stream stages: topic creation, publishing, offset rewinds,
+how far the worker group has come."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
@@ -82,6 +85,25 @@ async def producer(settings: Settings, **options: object) -> AsyncIterator[AIOKa
         await client.stop()
 
 
+async def publish(
+    settings: Settings, topic_name: str, values: Iterable[bytes | Mapping[str, Any]]
+) -> int:
+    """Publish raw values (mappings as JSON), each keyed by its ``conversation_id`` when it has
+    one, and wait for every acknowledgement; returns how many were sent."""
+    await ensure_topics(settings)
+    sent = []
+    async with producer(settings) as client:
+        for value in values:
+            key = None
+            if isinstance(value, Mapping):
+                conversation = value.get("conversation_id")
+                key = None if conversation is None else str(conversation).encode()
+                value = orjson.dumps(value)
+            sent.append(await client.send(settings.topic(topic_name), value, key=key))
+        await asyncio.gather(*sent)
+    return len(sent)
+
+
 async def partitions_of(settings: Settings, topic: str) -> list[int]:
     """Partition ids of a topic (empty when it does not exist)."""
     async with admin_client(settings) as admin:
@@ -100,6 +122,38 @@ async def live_members(settings: Settings, group_id: str) -> list[str]:
         for group in response.groups:
             members += [member[0] for member in group[5]]
     return members
+
+
+async def caught_up(settings: Settings, topic_name: str) -> bool:
+    """Whether the worker group has committed every record now in a topic."""
+    topic = settings.topic(topic_name)
+    async with admin_client(settings) as admin:
+        committed = await admin.list_consumer_group_offsets(settings.app_id)
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in await partitions_of(settings, topic)]
+        if not tps:
+            return False
+        end: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+    finally:
+        await stop_consumer(consumer)
+    for tp in tps:
+        meta = committed.get(tp)
+        if end[tp] > 0 and (meta is None or meta.offset < end[tp]):
+            return False
+    return True
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """Stop a group-less consumer; aiokafka's stop re-raises its own task's cancellation, which
+    only matters when this task is being cancelled too."""
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
 
 
 @dataclass(frozen=True)

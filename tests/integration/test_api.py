@@ -9,13 +9,15 @@ from typing import Any
 import httpx
 import pytest
 
-from memstream.api.app import create_app
+from memstream.launch import eventually, free_port
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.messages import StoredMessage
 from memstream.store.schema import conversation_summary
 from memstream.text.tokens import count_tokens
-from tests.support import eventually, free_port, isolated_settings, proxied_database
+from tests.support.api import client_for
+from tests.support.faults import proxied_database
+from tests.support.settings import isolated_settings
 
 pytestmark = pytest.mark.integration
 
@@ -24,28 +26,6 @@ pytestmark = pytest.mark.integration
 async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     async with client_for(settings) as client:
         yield client
-
-
-class client_for:
-    """An HTTP client on a live app (lifespan run), in process."""
-
-    def __init__(self, settings: Settings, headers: dict[str, str] | None = None) -> None:
-        self.app = create_app(settings)
-        self.headers = headers or {}
-
-    async def __aenter__(self) -> httpx.AsyncClient:
-        self._lifespan = self.app.router.lifespan_context(self.app)
-        await self._lifespan.__aenter__()
-        self.client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=self.app),
-            base_url="http://memstream",
-            headers=self.headers,
-        )
-        return self.client
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.client.aclose()
-        await self._lifespan.__aexit__(None, None, None)
 
 
 def chat(tenant: str, conversation: str, contents: list[tuple[str, str]]) -> list[StoredMessage]:

@@ -9,7 +9,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from tests.support import api_process, free_port, isolated_settings
+from memstream.launch import free_port
+from tests.support.processes import api_process
+from tests.support.settings import isolated_settings
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.test_stats import seed
-from tests.support import REPO, api_process, free_port, isolated_settings, unique
+from memstream.launch import free_port
+from tests.support import REPO
+from tests.support.processes import api_process
+from tests.support.settings import isolated_settings, unique
+from tests.support.stats import seed
 
 pytestmark = pytest.mark.integration
 

@@ -8,11 +8,14 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
+from memstream.kafka import caught_up, publish
+from memstream.launch import eventually
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore
 from memstream.text.tokens import count_tokens
-from tests.support import caught_up, eventually, message, publish, read_topic, run_cli
+from tests.support.kafka import message, read_topic
+from tests.support.processes import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +61,7 @@ async def test_messages_reach_the_record_and_the_cache(
 async def test_cache_keeps_the_newest_messages_only(
     services, tenant, store, redis_client, start_worker
 ):
-    from tests.support import isolated_settings
+    from tests.support.settings import isolated_settings
 
     settings = isolated_settings(cache_max_messages=25, batch_max_events=10)
     events = [message(tenant, "long", n) for n in range(60)]

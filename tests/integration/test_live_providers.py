@@ -18,7 +18,7 @@ from memstream.memory import MemoryItem, NewMemory
 from memstream.providers.base import LongTermProvider
 from memstream.providers.mem0 import Mem0Provider
 from memstream.providers.memos import MemOSProvider
-from tests.support import unique
+from tests.support.settings import unique
 
 pytestmark = pytest.mark.integration
 

@@ -7,19 +7,16 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from memstream.kafka import publish
+from memstream.launch import eventually
 from memstream.providers.mysql import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.schema import conversation_summary, long_term_memory
 from memstream.store.summaries import SummaryStore
-from tests.integration.test_api import client_for
-from tests.support import (
-    eventually,
-    isolated_settings,
-    message,
-    proxied_database,
-    publish,
-    read_topic,
-)
+from tests.support.api import client_for
+from tests.support.faults import proxied_database
+from tests.support.kafka import message, read_topic
+from tests.support.settings import isolated_settings
 
 pytestmark = pytest.mark.integration
 

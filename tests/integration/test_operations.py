@@ -13,9 +13,11 @@ import orjson
 import pytest
 from sqlalchemy import inspect
 
+from memstream.launch import eventually
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore
-from tests.support import REPO, eventually, message, read_topic, settings_env
+from tests.support.kafka import message, read_topic
+from tests.support.processes import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -55,13 +57,7 @@ async def test_migrate_is_idempotent_on_both_backends(services, tmp_path: Path, 
 
 
 def test_migrate_command(services):
-    done = subprocess.run(
-        [sys.executable, "-m", "memstream", "migrate"],
-        env=settings_env(services),
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    done = run_cli(services, "migrate")
     assert done.returncode == 0, done.stderr
     assert "conversation_message" in done.stdout
 
@@ -76,12 +72,7 @@ async def test_publish_reports_bad_lines_and_sends_the_rest(settings, tenant, tm
         orjson.dumps(message(tenant, "c", 2)),
     ]
     path.write_bytes(b"\n".join(lines) + b"\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "memstream", "publish", str(path)] + ["--topic", "message-written"],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-    )
+    done = run_cli(settings, "publish", str(path), "--topic", "message-written")
     assert done.returncode == 1
     assert f"{path}:2: invalid_json" in done.stderr
     assert f"{path}:3: schema_violation" in done.stderr

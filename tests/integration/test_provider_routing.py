@@ -10,25 +10,23 @@ from typing import Any
 import httpx
 import pytest
 
+from memstream.launch import free_port
 from memstream.providers.mem0 import mem0_user
 from memstream.providers.memos import memos_cube
 from memstream.settings import Settings
-from tests.integration.test_api import client_for
-from tests.integration.test_mem0_provider import Mem0State, mem0_server  # noqa: F401
-from tests.integration.test_memos_provider import MemOSState, memos_server  # noqa: F401
-from tests.support import free_port, isolated_settings
+from tests.fakes.mem0 import MEM0_KEY, Mem0State
+from tests.fakes.memos import MEMOS_KEY, MemOSState
+from tests.support.api import client_for
+from tests.support.settings import isolated_settings
 
 pytestmark = pytest.mark.integration
-
-MEMOS_KEY = "memos-secret-key-123"
-MEM0_KEY = "mem0-secret-key-456"
 
 
 @pytest.fixture
 def servers(
     services: Settings,
-    memos_server: tuple[str, MemOSState],  # noqa: F811
-    mem0_server: tuple[str, Mem0State],  # noqa: F811
+    memos_server: tuple[str, MemOSState],
+    mem0_server: tuple[str, Mem0State],
 ) -> tuple[Settings, MemOSState, Mem0State]:
     (memos_url, memos), (mem0_url, mem0) = memos_server, mem0_server
     memos.reset()

@@ -12,17 +12,12 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
-from memstream.kafka import live_members
+from memstream.kafka import caught_up, live_members, publish
+from memstream.launch import eventually, free_port
 from memstream.store.cache import RedisCache
-from tests.support import (
-    caught_up,
-    eventually,
-    free_port,
-    isolated_settings,
-    message,
-    proxied_database,
-    publish,
-)
+from tests.support.faults import proxied_database
+from tests.support.kafka import message
+from tests.support.settings import isolated_settings
 
 pytestmark = pytest.mark.integration
 

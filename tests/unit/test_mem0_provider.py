@@ -1,180 +1,22 @@
-"""The Mem0 provider against a real local HTTP server speaking the Mem0 REST API (a small
-FastAPI app under uvicorn with in-memory state): request shapes, tenant namespacing, scopes,
-score normalisation, failures, slow replies, idempotent adds and ownership on delete."""
+"""The Mem0 provider against a real local HTTP server speaking the Mem0 REST API
+(``tests.fakes.mem0`` under uvicorn, with in-memory state): request shapes, tenant namespacing,
+scopes, score normalisation, failures, slow replies, idempotent adds and ownership on delete."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
-from prometheus_client import REGISTRY
 
 from memstream.errors import ProviderUnavailable
+from memstream.launch import free_port
 from memstream.memory import NewMemory
 from memstream.providers.mem0 import Mem0Provider, mem0_user, normalise_score
-from tests.integration.test_memos_provider import Seen, relevance
-from tests.support import free_port, serve
-
-pytestmark = pytest.mark.integration
-
-MEM0_KEY = "mem0-secret-key-456"
-
-
-@dataclass
-class Mem0State:
-    """In-memory Mem0: memories by id, every request seen, and knobs for misbehaviour."""
-
-    memories: dict[str, dict[str, Any]] = field(default_factory=dict)
-    requests: list[Seen] = field(default_factory=list)
-    delay: dict[str, float] = field(default_factory=dict)
-    http_error: dict[str, int] = field(default_factory=dict)
-    fail_next: dict[str, int] = field(default_factory=dict)
-    malformed: set[str] = field(default_factory=set)
-    score_kind: str = "similarity"  # "distance": answer 1 - similarity, lower is better
-    score: dict[str, float] = field(default_factory=dict)  # id -> forced raw score
-    store_then_fail: bool = False
-    counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    def reset(self) -> None:
-        fresh = Mem0State()
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(fresh, name))
-
-    def seed(
-        self,
-        user_id: str,
-        text: str,
-        *,
-        agent_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        age_seconds: int = 0,
-    ) -> str:
-        memory_id = f"m0-{next(self.counter)}"
-        created = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(seconds=age_seconds)
-        self.memories[memory_id] = {
-            "id": memory_id,
-            "memory": text,
-            "hash": str(hash(text)),
-            "metadata": metadata,
-            "created_at": created.isoformat(),
-            "updated_at": None,
-            "user_id": user_id,
-            **({"agent_id": agent_id} if agent_id else {}),
-        }
-        return memory_id
-
-    def calls(self, method: str, prefix: str) -> list[Seen]:
-        return [r for r in self.requests if r.method == method and r.path.startswith(prefix)]
-
-    def texts(self, user_id: str) -> list[str]:
-        return sorted(m["memory"] for m in self.memories.values() if m["user_id"] == user_id)
-
-
-def mem0_app(state: Mem0State) -> FastAPI:
-    app = FastAPI()
-
-    def route(method: str, path: str) -> str:
-        return f"{method} {'/memories/{id}' if path.startswith('/memories/') else path}"
-
-    @app.middleware("http")
-    async def prelude(request: Request, call_next: Any) -> Response:
-        raw = await request.body()
-        body = json.loads(raw) if raw else None
-        key = route(request.method, request.url.path)
-        query = dict(request.query_params)
-        seen = Seen(request.method, request.url.path, body or query or None, dict(request.headers))
-        state.requests.append(seen)
-        if request.headers.get("x-api-key") != MEM0_KEY:
-            return JSONResponse({"detail": "Invalid API key"}, 401)
-        if key in state.delay:
-            await asyncio.sleep(state.delay[key])
-        if state.fail_next.get(key):
-            state.fail_next[key] -= 1
-            return JSONResponse({"detail": "temporarily unavailable"}, 503)
-        if key in state.http_error:
-            return JSONResponse({"detail": "boom"}, state.http_error[key])
-        if key in state.malformed:
-            return JSONResponse({"results": "not a list"})
-        response: Response = await call_next(request)
-        return response
-
-    def matches(memory: dict[str, Any], filters: dict[str, Any]) -> bool:
-        return all(memory.get(k) == v for k, v in filters.items())
-
-    @app.post("/memories")
-    async def add(request: Request) -> JSONResponse:
-        body = await request.json()
-        if not any(body.get(k) for k in ("user_id", "agent_id", "run_id")):
-            return JSONResponse({"detail": "At least one identifier is required."}, 400)
-        results = []
-        for message in body["messages"]:
-            if message["role"] == "system":
-                continue
-            memory_id = state.seed(
-                body["user_id"],
-                message["content"],
-                agent_id=body.get("agent_id"),
-                metadata=body.get("metadata"),
-            )
-            state.memories[memory_id]["created_at"] = datetime.now(UTC).isoformat()
-            results.append({"id": memory_id, "memory": message["content"], "event": "ADD"})
-        if state.store_then_fail:
-            state.store_then_fail = False
-            return JSONResponse({"detail": "gateway timeout"}, 503)
-        return JSONResponse({"results": results})
-
-    @app.post("/search")
-    async def search(request: Request) -> JSONResponse:
-        body = await request.json()
-        threshold = body.get("threshold")
-        scored = []
-        for memory in state.memories.values():
-            if not matches(memory, body["filters"]):
-                continue
-            similarity = state.score.get(memory["id"], relevance(body["query"], memory["memory"]))
-            raw = 1.0 - similarity if state.score_kind == "distance" else similarity
-            if threshold is not None and raw < threshold:
-                continue
-            scored.append((similarity, {**memory, "score": raw}))
-        scored.sort(key=lambda pair: -pair[0])
-        return JSONResponse({"results": [m for _, m in scored[: body["top_k"]]]})
-
-    @app.get("/memories")
-    async def get_all(request: Request) -> JSONResponse:
-        filters = {k: v for k, v in request.query_params.items() if k in ("user_id", "agent_id")}
-        if not filters:
-            return JSONResponse({"detail": "At least one identifier is required."}, 400)
-        found = [m for m in state.memories.values() if matches(m, filters)]
-        return JSONResponse({"results": found[: int(request.query_params.get("limit", 100))]})
-
-    @app.get("/memories/{memory_id}")
-    async def get_one(memory_id: str) -> JSONResponse:
-        return JSONResponse(state.memories.get(memory_id))
-
-    @app.delete("/memories/{memory_id}")
-    async def delete(memory_id: str) -> JSONResponse:
-        if state.memories.pop(memory_id, None) is None:
-            return JSONResponse({"detail": f"Memory with id {memory_id} not found"}, 500)
-        return JSONResponse({"message": "Memory deleted successfully"})
-
-    return app
-
-
-@pytest.fixture(scope="module")
-def mem0_server() -> Iterator[tuple[str, Mem0State]]:
-    state = Mem0State()
-    with serve(mem0_app(state)) as url:
-        yield url, state
+from tests.fakes.mem0 import MEM0_KEY, Mem0State
+from tests.support.providers import new_memory, provider_failures
 
 
 @pytest.fixture
@@ -187,25 +29,12 @@ async def mem0(mem0_server: tuple[str, Mem0State]) -> AsyncIterator[tuple[Mem0Pr
 
 
 def failures(call: str) -> float:
-    value = REGISTRY.get_sample_value(
-        "memstream_provider_failures_total", {"provider": "MEM0", "call": call}
-    )
-    return value or 0.0
+    return provider_failures("MEM0", call)
 
 
 def new(content: str, cube: str = "user_profile", **fields: Any) -> NewMemory:
-    values: dict[str, Any] = {
-        "tenant_id": "t1",
-        "user_id": "u1",
-        "agent_id": "a1",
-        "cube_id": cube,
-        "memory_type": "text_mem",
-        "content": content,
-        "importance": 8,
-        "source_event_ids": ("e1",),
-    }
-    values.update(fields)
-    return NewMemory(**values)
+    values: dict[str, Any] = {"importance": 8, "source_event_ids": ("e1",)}
+    return new_memory(content, cube, **{**values, **fields})
 
 
 USER = mem0_user("t1", "u1")

@@ -1,17 +1,13 @@
 """The LLM conflict resolver and LLM summary against a real local OpenAI-compatible server
-(a small FastAPI app under uvicorn, answering scripted replies), including every fallback."""
+(``tests.fakes.llm``, answering scripted replies), including every fallback."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
 from memstream.llm import LLMClient
 from memstream.longterm.conflict import MAX_LLM_LIVE, LLMConflictResolver
@@ -19,59 +15,15 @@ from memstream.longterm.models import Candidate
 from memstream.longterm.summary import extractive_summary, llm_summary
 from memstream.memory import MemoryItem
 from memstream.text.tokens import count_tokens
-from tests.support import serve
-
-pytestmark = pytest.mark.integration
+from tests.fakes.llm import Script
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-@dataclass
-class Script:
-    """Replies the server gives, in order: a string is the completion, an int an HTTP error."""
-
-    replies: list[str | int] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-
-
-def make_app(script: Script) -> FastAPI:
-    app = FastAPI()
-
-    @app.post("/v1/chat/completions")
-    async def complete(request: Request) -> JSONResponse:
-        script.requests.append(await request.json())
-        reply = script.replies.pop(0) if script.replies else 500
-        if isinstance(reply, int):
-            return JSONResponse({"error": {"message": "scripted failure"}}, status_code=reply)
-        return JSONResponse(
-            {
-                "id": "cmpl-1",
-                "object": "chat.completion",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": reply},
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-        )
-
-    return app
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, Script]]:
-    script = Script()
-    with serve(make_app(script)) as url:
-        yield f"{url}/v1", script
-
-
 @pytest.fixture
-async def llm(server: tuple[str, Script]) -> AsyncIterator[tuple[LLMClient, Script]]:
-    url, script = server
-    script.replies.clear()
-    script.requests.clear()
+async def llm(llm_server: tuple[str, Script]) -> AsyncIterator[tuple[LLMClient, Script]]:
+    url, script = llm_server
+    script.reset()
     client = LLMClient(url, "scripted", api_key="k", timeout=5)
     yield client, script
     await client.aclose()

@@ -1,28 +1,22 @@
-"""The LLM judge against a real local OpenAI-compatible server (a small FastAPI app under
+"""The LLM judge against a real local OpenAI-compatible server (``tests.fakes.llm``, under
 uvicorn in a background thread, answering scripted replies), including every fallback to the
 rule-based judge."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import REGISTRY
 
+from memstream.launch import free_port
 from memstream.llm import LLMClient
 from memstream.longterm.judge import NEW_MARK, Judge
 from memstream.longterm.models import SessionMessage
-from tests.support import free_port, serve
-
-pytestmark = pytest.mark.integration
+from tests.fakes.llm import Reply, Script
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 MODEL = "judge-model"
@@ -30,71 +24,10 @@ API_KEY = "sk-test-judge"
 TIMEOUT = 0.5
 
 
-@dataclass
-class Reply:
-    """One scripted answer: a completion ``content`` (None: an empty one), an HTTP ``status``
-    error, a ``raw`` non-JSON body, or a ``delay`` before answering."""
-
-    content: str | None = None
-    status: int = 200
-    raw: str | None = None
-    delay: float = 0.0
-
-
-@dataclass
-class Script:
-    replies: list[Reply] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-
-
-def make_app(script: Script) -> FastAPI:
-    app = FastAPI()
-
-    @app.post("/v1/chat/completions")
-    async def complete(request: Request) -> Response:
-        script.requests.append(await request.json())
-        script.headers.append(dict(request.headers))
-        reply = script.replies.pop(0) if script.replies else Reply(status=500)
-        if reply.delay:
-            await asyncio.sleep(reply.delay)
-        if reply.status != 200:
-            return JSONResponse(
-                {"error": {"message": "scripted failure"}}, status_code=reply.status
-            )
-        if reply.raw is not None:
-            return PlainTextResponse(reply.raw)
-        return JSONResponse(
-            {
-                "id": "cmpl-judge",
-                "object": "chat.completion",
-                "model": MODEL,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": reply.content},
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-        )
-
-    return app
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, Script]]:
-    script = Script()
-    with serve(make_app(script)) as url:
-        yield f"{url}/v1", script
-
-
 @pytest.fixture
-async def judge(server: tuple[str, Script]) -> AsyncIterator[tuple[Judge, Script]]:
-    url, script = server
-    script.replies.clear()
-    script.requests.clear()
-    script.headers.clear()
+async def judge(llm_server: tuple[str, Script]) -> AsyncIterator[tuple[Judge, Script]]:
+    url, script = llm_server
+    script.reset()
     client = LLMClient(url, MODEL, api_key=API_KEY, timeout=TIMEOUT)
     yield Judge(client), script
     await client.aclose()
@@ -217,7 +150,7 @@ async def test_failures_fall_back_to_rules(
     assert len(script.requests) == 1
 
 
-async def test_unreachable_server_falls_back(server: tuple[str, Script]) -> None:
+async def test_unreachable_server_falls_back(llm_server: tuple[str, Script]) -> None:
     client = LLMClient(f"http://127.0.0.1:{free_port()}/v1", MODEL, timeout=TIMEOUT)
     try:
         result = await Judge(client).judge(SESSION, agent_id=None)

@@ -1,251 +1,23 @@
-"""The MemOS provider against a real local HTTP server speaking MemOS's ``/product`` API (a
-small FastAPI app under uvicorn with in-memory state): request shapes, tenant namespacing,
-parsing of every bucket, error envelopes, slow replies, code-200 delete failures, async
-temporary ids, idempotent adds and the retry rules."""
+"""The MemOS provider against a real local HTTP server speaking MemOS's ``/product`` API
+(``tests.fakes.memos`` under uvicorn, with in-memory state): request shapes, tenant
+namespacing, parsing of every bucket, error envelopes, slow replies, code-200 delete failures,
+async temporary ids, idempotent adds and the retry rules."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import json
 import logging
-import re
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
-from prometheus_client import REGISTRY
 
 from memstream.errors import ProviderUnavailable
+from memstream.launch import free_port
 from memstream.memory import NewMemory
 from memstream.providers.memos import MemOSProvider, memos_cube
-from tests.support import free_port, serve
-
-pytestmark = pytest.mark.integration
-
-MEMOS_KEY = "memos-secret-key-123"
-BUCKETS = ("text_mem", "pref_mem", "skill_mem", "tool_mem")
-
-
-# --- a local HTTP server -------------------------------------------------------------------
-
-
-@dataclass
-class Seen:
-    method: str
-    path: str
-    body: Any
-    headers: dict[str, str]
-
-
-def words(text: str) -> set[str]:
-    return set(re.findall(r"\w+", text.lower()))
-
-
-def relevance(query: str, text: str) -> float:
-    wanted = words(query)
-    return len(wanted & words(text)) / len(wanted) if wanted else 0.0
-
-
-# --- a fake MemOS server -------------------------------------------------------------------
-
-
-@dataclass
-class MemOSState:
-    """In-memory MemOS: memories by id, every request seen, and knobs for misbehaviour."""
-
-    memories: dict[str, dict[str, Any]] = field(default_factory=dict)
-    requests: list[Seen] = field(default_factory=list)
-    delay: dict[str, float] = field(default_factory=dict)  # path -> seconds before answering
-    envelope_error: dict[str, int] = field(default_factory=dict)  # path -> code (HTTP 200)
-    http_error: dict[str, int] = field(default_factory=dict)  # path -> HTTP status
-    fail_next: dict[str, int] = field(default_factory=dict)  # path -> 503s before it works
-    malformed: set[str] = field(default_factory=set)  # paths answering a broken shape
-    relativity: dict[str, float] = field(default_factory=dict)  # id -> forced relativity
-    delete_failure: bool = False  # delete_memory answers code 200, status failure
-    add_async: str = ""  # "moved": temporary ids, stored under others; "lost": never stored
-    store_then_fail: bool = False  # the next add stores, then answers 503
-    no_get_memory: bool = False  # an older server without /product/get_memory
-    counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    def reset(self) -> None:
-        fresh = MemOSState()
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(fresh, name))
-
-    def seed(
-        self,
-        cube: str,
-        text: str,
-        *,
-        bucket: str = "text_mem",
-        info: dict[str, Any] | None = None,
-        age_seconds: int = 0,
-    ) -> str:
-        memory_id = f"mem-{next(self.counter)}"
-        created = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(seconds=age_seconds)
-        self.memories[memory_id] = {
-            "id": memory_id,
-            "memory": text,
-            "cube": cube,
-            "bucket": bucket,
-            "info": info or {},
-            "created_at": created.isoformat(),
-        }
-        return memory_id
-
-    def calls(self, path: str) -> list[Seen]:
-        return [r for r in self.requests if r.path == path]
-
-    def texts(self, cube: str) -> list[str]:
-        return sorted(m["memory"] for m in self.memories.values() if m["cube"] == cube)
-
-
-def ok(data: Any, message: str = "ok") -> JSONResponse:
-    return JSONResponse({"code": 200, "message": message, "data": data})
-
-
-def memos_app(state: MemOSState) -> FastAPI:
-    app = FastAPI()
-
-    def node(memory: dict[str, Any], score: float | None) -> dict[str, Any]:
-        metadata: dict[str, Any] = {
-            "memory_type": "LongTermMemory",
-            "created_at": memory["created_at"],
-            "info": memory["info"],
-            "status": "activated",
-        }
-        if score is not None:
-            metadata["relativity"] = score
-        return {"id": memory["id"], "memory": memory["memory"], "metadata": metadata}
-
-    @app.middleware("http")
-    async def prelude(request: Request, call_next: Any) -> Response:
-        raw = await request.body()
-        body = json.loads(raw) if raw else None
-        path = request.url.path
-        state.requests.append(Seen(request.method, path, body, dict(request.headers)))
-        if request.headers.get("authorization") != f"Bearer {MEMOS_KEY}":
-            return JSONResponse({"code": 401, "message": "bad key", "data": None}, 401)
-        if path in state.delay:
-            await asyncio.sleep(state.delay[path])
-        if state.fail_next.get(path):
-            state.fail_next[path] -= 1
-            return JSONResponse({"detail": "temporarily unavailable"}, 503)
-        if path in state.http_error:
-            return JSONResponse({"detail": "server error"}, state.http_error[path])
-        if path in state.envelope_error:
-            code = state.envelope_error[path]
-            return JSONResponse({"code": code, "message": "backend failure", "data": None})
-        if path in state.malformed:
-            return ok(["not", "an", "object"])
-        if path == "/product/get_memory" and state.no_get_memory:
-            return JSONResponse({"detail": "Not Found"}, 404)
-        response: Response = await call_next(request)
-        return response
-
-    @app.post("/product/search")
-    async def search(request: Request) -> JSONResponse:
-        body = await request.json()
-        data: dict[str, Any] = {b: [] for b in BUCKETS}
-        data["pref_note"] = ""
-        for cube in body["readable_cube_ids"]:
-            for bucket in BUCKETS:
-                scored = []
-                for memory in state.memories.values():
-                    if memory["cube"] != cube or memory["bucket"] != bucket:
-                        continue
-                    score = state.relativity.get(
-                        memory["id"], relevance(body["query"], memory["memory"])
-                    )
-                    if score >= body["relativity"]:
-                        scored.append((score, memory))
-                scored.sort(key=lambda pair: -pair[0])
-                limit = body["pref_top_k"] if bucket == "pref_mem" else body["top_k"]
-                nodes = [node(m, s) for s, m in scored[:limit]]
-                data[bucket].append({"cube_id": cube, "memories": nodes})
-        return ok(data)
-
-    @app.post("/product/add")
-    async def add(request: Request) -> JSONResponse:
-        body = await request.json()
-        (cube,) = body["writable_cube_ids"]
-        out = []
-        for message in body["messages"]:
-            temporary = f"tmp-{next(state.counter)}"
-            if state.add_async == "lost":
-                memory_id = temporary
-            else:
-                memory_id = state.seed(cube, message["content"], info=body.get("info"))
-                state.memories[memory_id]["created_at"] = datetime.now(UTC).isoformat()
-            answered = temporary if state.add_async else memory_id
-            out.append(
-                {
-                    "memory": message["content"],
-                    "memory_id": answered,
-                    "memory_type": "LongTermMemory",
-                    "cube_id": cube,
-                }
-            )
-        if state.store_then_fail:
-            state.store_then_fail = False
-            return JSONResponse({"detail": "gateway timeout"}, 503)
-        return ok(out, "Memory added successfully")
-
-    @app.post("/product/get_user_names_by_memory_ids")
-    async def owners(request: Request) -> JSONResponse:
-        body = await request.json()
-        found = {
-            i: state.memories[i]["cube"] if i in state.memories else None
-            for i in body["memory_ids"]
-        }
-        return ok(found)
-
-    @app.post("/product/delete_memory")
-    async def delete(request: Request) -> JSONResponse:
-        body = await request.json()
-        if state.delete_failure:
-            return ok({"status": "failure"}, "Failed to delete memories")
-        for memory_id in body["memory_ids"]:
-            memory = state.memories.get(memory_id)
-            if memory is not None and memory["cube"] in body["writable_cube_ids"]:
-                del state.memories[memory_id]
-        return ok({"status": "success"}, "Memories deleted successfully")
-
-    @app.post("/product/get_memory")
-    async def get_memory(request: Request) -> JSONResponse:
-        body = await request.json()
-        cube = body["mem_cube_id"]
-        mine = [m for m in state.memories.values() if m["cube"] == cube]
-        text = [node(m, None) for m in mine if m["bucket"] == "text_mem"]
-        pref = [node(m, None) for m in mine if m["bucket"] == "pref_mem"]
-        return ok(
-            {
-                "text_mem": [
-                    {
-                        "cube_id": cube,
-                        "memories": {"nodes": text, "edges": []},
-                        "total_nodes": len(text),
-                        "total_edges": 0,
-                    }
-                ],
-                "pref_mem": [{"cube_id": cube, "memories": pref, "total_nodes": len(pref)}],
-            }
-        )
-
-    return app
-
-
-@pytest.fixture(scope="module")
-def memos_server() -> Iterator[tuple[str, MemOSState]]:
-    state = MemOSState()
-    with serve(memos_app(state)) as url:
-        yield url, state
+from tests.fakes.memos import MEMOS_KEY, MemOSState
+from tests.support.providers import new_memory, provider_failures
 
 
 @pytest.fixture
@@ -271,25 +43,12 @@ async def agents_of(tenant_id: str) -> list[str]:
 
 
 def failures(call: str) -> float:
-    value = REGISTRY.get_sample_value(
-        "memstream_provider_failures_total", {"provider": "MEMOS", "call": call}
-    )
-    return value or 0.0
+    return provider_failures("MEMOS", call)
 
 
 def new(content: str, cube: str = "user_profile", **fields: Any) -> NewMemory:
-    values: dict[str, Any] = {
-        "tenant_id": "t1",
-        "user_id": "u1",
-        "agent_id": "a1",
-        "cube_id": cube,
-        "memory_type": "text_mem",
-        "content": content,
-        "importance": 7,
-        "source_event_ids": ("e1", "e2"),
-    }
-    values.update(fields)
-    return NewMemory(**values)
+    values: dict[str, Any] = {"importance": 7, "source_event_ids": ("e1", "e2")}
+    return new_memory(content, cube, **{**values, **fields})
 
 
 PROFILE = memos_cube("t1", "u1", "user_profile")

@@ -1,0 +1,51 @@
+"""Kafka as the tests see it: the events they publish and every record a topic holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from memstream.kafka import partitions_of, stop_consumer
+from memstream.settings import Settings
+
+
+async def read_topic(settings: Settings, topic_name: str) -> list[tuple[bytes | None, Any]]:
+    """Every record now in a topic, as (key, decoded JSON value)."""
+    topic = settings.topic(topic_name)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in await partitions_of(settings, topic)]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end = await consumer.end_offsets(tps)
+        out: list[tuple[bytes | None, Any]] = []
+        while [tp for tp in tps if await consumer.position(tp) < end[tp]]:
+            batch = await consumer.getmany(*tps, timeout_ms=500)
+            for records in batch.values():
+                out += [(r.key, orjson.loads(r.value)) for r in records]
+        return out
+    finally:
+        await stop_consumer(consumer)
+
+
+def message(tenant: str, conversation: str, n: int, **fields: Any) -> dict[str, Any]:
+    """A valid message-written event."""
+    event = {
+        "event_id": f"{conversation}-{n}",
+        "tenant_id": tenant,
+        "user_id": "user-1",
+        "agent_id": "agent-1",
+        "conversation_id": conversation,
+        "role": "user" if n % 2 == 0 else "assistant",
+        "content": f"message number {n} of {conversation}",
+        "created_at": f"2026-01-01T00:{n // 60 % 60:02d}:{n % 60:02d}.{n:06d}Z",
+    }
+    event.update(fields)
+    return event

@@ -1,0 +1,63 @@
+"""memstream as deployed, in processes of its own: workers, the API and the command line."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from memstream.launch import Launched, api_url, memstream_argv, settings_env, start_memstream
+from memstream.settings import Settings
+from tests.support import REPO
+
+
+class WorkerProcess:
+    """A real ``memstream worker`` process with its own log file."""
+
+    def __init__(self, settings: Settings, log_dir: Path, name: str = "worker") -> None:
+        self.settings = settings
+        self.log_path = log_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
+        self.process: Launched | None = None
+
+    def start(self) -> WorkerProcess:
+        self.process = start_memstream("worker", self.settings, log_path=self.log_path, cwd=REPO)
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+        if self.process is not None:
+            self.process.stop(sig, timeout)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.alive()
+
+
+def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``memstream ARGS`` as a separate process with ``settings``."""
+    return subprocess.run(
+        memstream_argv(*args),
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+
+
+@contextmanager
+def api_process(settings: Settings) -> Iterator[str]:
+    """``memstream api`` as deployed: its own process on ``settings.api_port``; yields its URL."""
+    with tempfile.TemporaryDirectory(prefix="memstream-api-") as logs:
+        api = start_memstream("api", settings, log_path=Path(logs) / "api.log", cwd=REPO)
+        try:
+            yield api_url(settings)
+        finally:
+            api.stop(timeout=10)
