@@ -1,4 +1,4 @@
-"""Helpers for tests on the real services: settings, processes, Kafka reads, faults, known data."""
+"""Helpers the tests share: settings, processes, Kafka reads, faults, known data, providers."""
 
 from pathlib import Path
 
