@@ -2,24 +2,48 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from memstream.api import errors
+from memstream.api.gate import Gate
 from memstream.api.routes import agents, context, conversations, dashboard, health, memories, stats
 from memstream.api.services import Services
+from memstream.errors import ConfigurationError
 from memstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
+DESCRIPTION = (
+    "The memory of a multi-agent platform: `POST /v1/context` assembles an agent's context "
+    "(short-term window and long-term memory) before a model call; the other `/v1` routes "
+    "read and manage history, memories and agent configuration. With `MEMSTREAM_API_KEYS` "
+    "set, every `/v1` call needs `Authorization: Bearer <key>`, and a key may only touch its "
+    'own tenant. Errors answer `{"error": {"code", "message"}}` with a 4xx status.'
+)
+
 
 def create_app(settings: Settings) -> FastAPI:
+    """The query API; refuses open mode (no API keys) on an address other than loopback
+    unless ``MEMSTREAM_API_ALLOW_OPEN`` says so."""
+    open_mode = not settings.tenant_of_key
+    if open_mode and not _loopback(settings.api_host) and not settings.api_allow_open:
+        raise ConfigurationError(
+            f"MEMSTREAM_API_KEYS is empty and the API would listen on {settings.api_host!r}:"
+            " every tenant's data would be open to anyone who reaches the port. Set"
+            " MEMSTREAM_API_KEYS=key:tenant, bind to 127.0.0.1, or set"
+            " MEMSTREAM_API_ALLOW_OPEN=true to accept that"
+        )
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if not settings.tenant_of_key:
+        if open_mode:
             log.warning("MEMSTREAM_API_KEYS is empty: the API is open to every tenant (dev mode)")
         services = Services.open(settings)
         app.state.services = services
@@ -28,19 +52,50 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             await services.close()
 
-    app = FastAPI(
-        title="memstream query API",
-        version="1",
-        lifespan=lifespan,
-        responses={
-            401: {"description": "no or unknown API key"},
-            403: {"description": "the key's tenant is not the request's tenant"},
-            422: {"description": "invalid request"},
-        },
-    )
+    app = FastAPI(title="memstream query API", version="1", lifespan=lifespan)
     app.state.settings = settings
     errors.install(app)
     # Registration order is the order of the paths in /openapi.json.
-    for module in (stats, context, conversations, memories, agents, health, dashboard):
+    for module in (stats, context, conversations, memories, agents):
+        app.include_router(module.router, responses=errors.V1_ERRORS)
+    for module in (health, dashboard):
         app.include_router(module.router)
+    app.add_middleware(
+        Gate, max_body_bytes=settings.api_max_body_bytes, keys=settings.tenant_of_key
+    )
+    app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to anything
+
+
+def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """The generated document plus the bearer scheme on every ``/v1`` route, built once."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=DESCRIPTION, routes=app.routes
+            )
+            schema.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "an API key of MEMSTREAM_API_KEYS (none in open mode)",
+                }
+            }
+            for path, operations in schema["paths"].items():
+                if path.startswith("/v1/"):
+                    for operation in operations.values():
+                        operation["security"] = [{"bearer": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    return openapi

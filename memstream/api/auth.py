@@ -9,17 +9,23 @@ from fastapi import Request
 from memstream.errors import ApiError
 
 
+def authenticate(keys: dict[str, str], authorization: str) -> str:
+    """The tenant of the ``Bearer`` key in an Authorization header; 401 without a valid one."""
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise ApiError(401, "unauthorized", "send Authorization: Bearer <api key>")
+    # Bytes, not str: ``compare_digest`` refuses non-ASCII strings, and a header may hold them
+    # (decoded as Latin-1, so this gives back the bytes sent).
+    sent = token.encode("latin-1", "replace")
+    tenant = next((t for k, t in keys.items() if hmac.compare_digest(k.encode(), sent)), None)
+    if tenant is None:
+        raise ApiError(401, "unauthorized", "unknown API key")
+    return tenant
+
+
 def check_tenant(request: Request, tenant_id: str) -> None:
     """401 without a valid key, 403 for another tenant's data; open when no keys are set."""
     keys: dict[str, str] = request.app.state.settings.tenant_of_key
-    if not keys:
-        return
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        raise ApiError(401, "unauthorized", "send Authorization: Bearer <api key>")
-    tenant = next((t for k, t in keys.items() if hmac.compare_digest(k, token.strip())), None)
-    if tenant is None:
-        raise ApiError(401, "unauthorized", "unknown API key")
-    if tenant != tenant_id:
+    if keys and authenticate(keys, request.headers.get("authorization", "")) != tenant_id:
         raise ApiError(403, "forbidden", "this API key may not access that tenant")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -17,6 +19,40 @@ log = logging.getLogger(__name__)
 
 def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
     return {"error": {"code": code, "message": message}}
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer: a machine ``code`` and a readable ``message``."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"error": {"code": "forbidden", "message": "this key may not access that tenant"}}
+            ]
+        }
+    )
+
+    error: ErrorDetail
+
+
+def _documented(description: str) -> dict[str, Any]:
+    return {"model": ErrorResponse, "description": description}
+
+
+# The error answers every ``/v1`` route may give, as /openapi.json documents them.
+V1_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: _documented("no API key, or an unknown one (when MEMSTREAM_API_KEYS is set)"),
+    403: _documented("the key's tenant is not the request's tenant"),
+    413: _documented("the request body is over MEMSTREAM_API_MAX_BODY_BYTES"),
+    422: _documented("an invalid request: the message names the fields"),
+    503: _documented("the database or the agent's long-term provider is not reachable"),
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _documented("nothing by that id")}
 
 
 def _describe(exc: RequestValidationError) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from memstream.loadpath.models import ContextItem, Id, ProviderName, RequestBody
 from memstream.memory import MemoryType
@@ -37,6 +37,20 @@ class MemoriesResponse(BaseModel):
 
 
 class SearchRequest(RequestBody):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "tenant_id": "acme",
+                    "user_id": "u1",
+                    "agent_id": "travel",
+                    "query": "what does the user eat",
+                    "top_k": 5,
+                }
+            ]
+        }
+    )
+
     tenant_id: Id
     user_id: Id
     agent_id: Id | None = None
@@ -45,6 +59,22 @@ class SearchRequest(RequestBody):
 
 
 class AddMemoryRequest(RequestBody):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "tenant_id": "acme",
+                    "user_id": "u1",
+                    "agent_id": "travel",
+                    "cube_id": "user_profile",
+                    "memory_type": "pref_mem",
+                    "content": "The user is vegetarian.",
+                    "importance": 7,
+                }
+            ]
+        }
+    )
+
     tenant_id: Id
     user_id: Id
     agent_id: Id | None = None
@@ -59,6 +89,19 @@ class DeletedResponse(BaseModel):
 
 
 class AgentConfigBody(RequestBody):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "long_memory_provider": "MYSQL",
+                    "open_long_memory": True,
+                    "context_rounds": 10,
+                    "model_target_id": "gpt-4o-mini",
+                }
+            ]
+        }
+    )
+
     long_memory_provider: ProviderName | None = None
     open_long_memory: bool = True
     context_rounds: int = Field(default=DEFAULT_CONTEXT_ROUNDS, ge=0, le=500)

@@ -43,6 +43,12 @@ from memstream.store.summaries import SummaryStore
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+# Shares of the short-term time limit: the agent config must be read within the first, so a
+# database that hangs leaves the cache time to answer the turns; a summary read from the record
+# is given up at the second, so the window still comes without it.
+CONFIG_SHARE = 0.4
+SUMMARY_SHARE = 0.8
+
 
 @dataclass
 class _Degraded:
@@ -98,7 +104,7 @@ class LoadPath:
             self._timed(
                 "short_term",
                 begun + settings.short_term_timeout_seconds,
-                lambda: self._short_term(req, rounds, degraded),
+                lambda: self._short_term(req, rounds, begun, degraded),
                 default=no_messages,
                 degraded=degraded,
             ),
@@ -126,9 +132,11 @@ class LoadPath:
     async def _config(
         self, req: ContextRequest, begun: float, degraded: _Degraded
     ) -> AgentConfig | None:
-        """The agent's config within both paths' time limits; the defaults when unreadable."""
+        """The agent's config, early within both paths' time limits; the defaults when it
+        cannot be read in time."""
         settings = self._settings
-        within = min(settings.short_term_timeout_seconds, settings.long_term_timeout_seconds)
+        limit = min(settings.short_term_timeout_seconds, settings.long_term_timeout_seconds)
+        within = CONFIG_SHARE * limit
         try:
             async with asyncio.timeout_at(begun + within):
                 return await self._router.config(req.tenant_id, req.agent_id)
@@ -160,9 +168,12 @@ class LoadPath:
         return default
 
     async def _short_term(
-        self, req: ContextRequest, rounds: int, degraded: _Degraded
+        self, req: ContextRequest, rounds: int, begun: float, degraded: _Degraded
     ) -> tuple[list[ContextMessage], int]:
-        recent, summary = await self._read(req.tenant_id, req.conversation_id, rounds * 3, degraded)
+        summary_by = begun + SUMMARY_SHARE * self._settings.short_term_timeout_seconds
+        recent, summary = await self._read(
+            req.tenant_id, req.conversation_id, rounds * 3, summary_by, degraded
+        )
         window = build_window(
             recent.turns,
             summary,
@@ -174,7 +185,12 @@ class LoadPath:
         return out, window.tokens
 
     async def _read(
-        self, tenant_id: str, conversation_id: str, limit: int, degraded: _Degraded
+        self,
+        tenant_id: str,
+        conversation_id: str,
+        limit: int,
+        summary_by: float,
+        degraded: _Degraded,
     ) -> tuple[Recent, Summary | None]:
         """The newest ``limit`` turns and the summary: from the cache in one round trip when
         it has both, the rest from the record."""
@@ -189,10 +205,10 @@ class LoadPath:
                 degraded.add("cache")
         if cached is None:
             if recent is not None:
-                return recent, await self._summary(tenant_id, conversation_id, degraded)
+                return recent, await self._summary(tenant_id, conversation_id, summary_by, degraded)
             return await asyncio.gather(
                 self._turns.from_record(tenant_id, conversation_id, limit),
-                self._summary(tenant_id, conversation_id, degraded),
+                self._summary(tenant_id, conversation_id, summary_by, degraded),
             )
         # ("", 0) is a cached "no summary", so conversations without one cost no query.
         summary = Summary(*cached) if cached[0] else None
@@ -201,11 +217,13 @@ class LoadPath:
         return recent, summary
 
     async def _summary(
-        self, tenant_id: str, conversation_id: str, degraded: _Degraded
+        self, tenant_id: str, conversation_id: str, by: float, degraded: _Degraded
     ) -> Summary | None:
-        """The summary from the record, then cached (its absence too)."""
+        """The summary from the record by ``by`` (the window without it beats no window),
+        then cached (its absence too)."""
         try:
-            stored = await self._summaries.get(tenant_id, conversation_id)
+            async with asyncio.timeout_at(by):
+                stored = await self._summaries.get(tenant_id, conversation_id)
         except Exception as exc:
             log.warning("summary unreadable: %r", exc)
             degraded.add("summary")

@@ -22,6 +22,21 @@ class RequestBody(BaseModel):
 
 
 class ContextRequest(RequestBody):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "tenant_id": "acme",
+                    "user_id": "u1",
+                    "agent_id": "travel",
+                    "conversation_id": "c1",
+                    "query": "Where should I eat tonight?",
+                    "context_rounds": 5,
+                }
+            ]
+        }
+    )
+
     tenant_id: Id
     user_id: Id
     agent_id: Id | None = None
@@ -61,6 +76,42 @@ class TokenCounts(BaseModel):
 
 
 class ContextResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "conversation_id": "c1",
+                    "messages": [
+                        {
+                            "role": "system",
+                            "content": "The user is planning a week in Lisbon in May.",
+                            "tokens": 12,
+                            "summary": True,
+                        },
+                        {"role": "user", "content": "Book the hotel by the river.", "tokens": 8},
+                        {"role": "assistant", "content": "Done: 3 nights.", "tokens": 6},
+                    ],
+                    "long_term": {
+                        "provider": "MYSQL",
+                        "user_profile": "[2026-03-01] The user is vegetarian.",
+                        "agent_memory": "",
+                        "items": [
+                            {
+                                "id": "0b6c4b0e8f0c4c1c9d0f1d5b6f2a7e11",
+                                "cube_id": "user_profile",
+                                "memory_type": "pref_mem",
+                                "content": "The user is vegetarian.",
+                                "score": 0.82,
+                            }
+                        ],
+                    },
+                    "tokens": {"messages": 26, "user_profile": 12, "agent_memory": 0},
+                    "degraded": [],
+                }
+            ]
+        }
+    )
+
     conversation_id: str
     messages: list[ContextMessage]
     long_term: LongTerm

@@ -3,7 +3,8 @@
 The built-in store (``MYSQL``) always exists. MemOS and Mem0 exist when their URL is set
 (``MEMSTREAM_MEMOS_URL``, ``MEMSTREAM_MEM0_URL``); an agent configured for one that is not
 set gets ``ProviderUnavailable`` (on the load path: empty long-term memory, ``degraded``),
-never a silent switch to another store.
+never a silent switch to another store. Writes to them are recorded in the ledger
+(``memstream.store.ledger``), so the operations views count what lives there too.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.embeddings.client import EmbeddingClient
 from memstream.errors import ProviderUnavailable
 from memstream.providers.base import LongTermProvider
 from memstream.providers.mem0 import Mem0Provider
 from memstream.providers.memos import MemOSProvider
 from memstream.providers.mysql import MySQLProvider
 from memstream.store.agents import AgentConfig, AgentConfigStore, Provider
+from memstream.store.ledger import Ledgered, ProviderLedger
 from memstream.store.schema import agent_config
 
 if TYPE_CHECKING:
@@ -43,7 +46,17 @@ class ProviderRouter:
     ) -> None:
         self._engine = engine
         self.agents = AgentConfigStore(engine)
-        self.builtin = MySQLProvider(engine)
+        if settings is None:
+            self.builtin = MySQLProvider(engine)
+        else:
+            self.builtin = MySQLProvider(
+                engine,
+                embedder=EmbeddingClient.from_settings(settings),
+                vector_cache_bytes=settings.embedding_cache_bytes,
+                # Half the long-term part's time limit: a slow endpoint leaves the other half
+                # for the lexical answer.
+                query_timeout=settings.long_term_timeout_seconds / 2,
+            )
         self._ttl = config_cache_seconds
         self._configs: dict[tuple[str, str], tuple[float, AgentConfig | None]] = {}
         self.memos: MemOSProvider | None = None
@@ -56,9 +69,14 @@ class ProviderRouter:
             )
         if settings is not None and settings.mem0_url.strip():
             self.mem0 = Mem0Provider(settings.mem0_url, settings.mem0_api_key.get_secret_value())
+        self.ledger = ProviderLedger(engine)
+        self._external: dict[str, LongTermProvider] = {
+            p.name: Ledgered(p, self.ledger) for p in (self.memos, self.mem0) if p is not None
+        }
 
     async def close(self) -> None:
-        """Close the external providers' HTTP clients."""
+        """Close the providers' HTTP clients (the built-in store's embeddings client too)."""
+        await self.builtin.aclose()
         for provider in (self.memos, self.mem0):
             if provider is not None:
                 await provider.aclose()
@@ -84,10 +102,9 @@ class ProviderRouter:
         for an external provider this deployment has no URL for."""
         if name in (None, "MYSQL"):
             return self.builtin
-        if name == "MEMOS" and self.memos is not None:
-            return self.memos
-        if name == "MEM0" and self.mem0 is not None:
-            return self.mem0
+        external = self._external.get(str(name))
+        if external is not None:
+            return external
         setting = _SETTING.get(str(name))
         if setting is None:
             raise ProviderUnavailable(f"unknown long-term provider {name}")

@@ -115,6 +115,38 @@ long_term_memory = Table(
     **MYSQL_TABLE_ARGS,
 )
 
+# What the long-term chain and the API wrote to an external provider (MemOS, Mem0), kept so the
+# operations views can count memories that live there (memstream.store.ledger): one row per
+# memory id the provider answered, marked deleted when memstream deletes it there.
+provider_memory = Table(
+    "provider_memory",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("provider", String(8), primary_key=True),
+    Column("memory_id", String(128), primary_key=True),
+    Column("user_id", _ID, nullable=False),
+    Column("agent_id", _ID, nullable=True),
+    Column("cube_id", String(140), nullable=False),
+    Column("memory_type", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("importance", SmallInteger, nullable=False, default=5),
+    Column("created_at", _TIME, nullable=False),
+    Column("deleted_at", _TIME, nullable=True),
+    # The same covering indexes as long_term_memory's for the stats queries, and a user's rows.
+    Index("ix_provider_memory_time", "tenant_id", "created_at", "memory_type"),
+    Index(
+        "ix_provider_memory_cube",
+        "tenant_id",
+        "cube_id",
+        "deleted_at",
+        "memory_type",
+        "importance",
+        "agent_id",
+    ),
+    Index("ix_provider_memory_user", "tenant_id", "provider", "user_id", "deleted_at"),
+    **MYSQL_TABLE_ARGS,
+)
+
 agent_config = Table(
     "agent_config",
     metadata,

@@ -74,7 +74,12 @@ def test_app_services_share_the_environment() -> None:
     assert env["MEMSTREAM_DATABASE_URL"].startswith("mysql+aiomysql://")
     assert env["MEMSTREAM_REDIS_URL"] == "redis://redis:6379/0"
     assert env["MEMSTREAM_API_HOST"] == "0.0.0.0"
-    assert env["MEMSTREAM_API_KEYS"] == "${MEMSTREAM_API_KEYS:-}"
+    # The API binds every interface there: it ships with a key (one demo tenant), never open.
+    assert env["MEMSTREAM_API_KEYS"] == "${MEMSTREAM_API_KEYS:-compose-demo-key:demo}"
+    default = env["MEMSTREAM_API_KEYS"].removeprefix("${MEMSTREAM_API_KEYS:-").removesuffix("}")
+    assert Settings(api_host=env["MEMSTREAM_API_HOST"], api_keys=default).tenant_of_key == {
+        "compose-demo-key": "demo"
+    }
 
 
 def test_kafka_advertises_the_address_the_containers_use() -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from memstream.api.auth import check_tenant
+from memstream.api.errors import NOT_FOUND
 from memstream.api.models import AgentConfigBody, AgentConfigOut
 from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
@@ -16,7 +17,7 @@ from memstream.store.agents import AgentConfig
 router = APIRouter()
 
 
-@router.get("/v1/agents/{agent_id}/config", response_model=AgentConfigOut)
+@router.get("/v1/agents/{agent_id}/config", response_model=AgentConfigOut, responses=NOT_FOUND)
 async def get_config(
     agent_id: Id, tenant_id: Annotated[Id, Query()], request: Request, services: ServicesDep
 ) -> AgentConfigOut:

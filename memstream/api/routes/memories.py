@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 
 from memstream.api.auth import check_tenant
+from memstream.api.errors import NOT_FOUND
 from memstream.api.models import (
     AddMemoryRequest,
     DeletedResponse,
@@ -76,7 +77,7 @@ async def add_memory(body: AddMemoryRequest, request: Request, services: Service
     return _item(stored)
 
 
-@router.delete("/v1/memories/{memory_id}", response_model=DeletedResponse)
+@router.delete("/v1/memories/{memory_id}", response_model=DeletedResponse, responses=NOT_FOUND)
 async def delete_memory(
     memory_id: Annotated[str, Path(min_length=1, max_length=64)],
     tenant_id: Annotated[Id, Query()],

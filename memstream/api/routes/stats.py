@@ -1,10 +1,12 @@
 """``/v1/stats``: operational figures of one tenant for the dashboard (``/dashboard``).
 
+Memories are counted wherever they live: the built-in store's ``long_term_memory`` and the
+ledger of what memstream wrote to MemOS and Mem0 (``provider_memory``, memstream.store.ledger).
 Every query is a GROUP BY on an index that covers it (``ix_message_tenant_time``,
-``ix_memory_tenant_time``, ``ix_memory_tenant_cube``, ``ix_memory_cube_time``, the primary
-key of ``search_stat``), so it reads one tenant's index range and never a table row. Time
-buckets are truncated in the database (``DATE_FORMAT`` on MySQL/MariaDB, ``strftime`` on
-SQLite) and answered zero-filled, in UTC.
+``ix_memory_tenant_time``, ``ix_memory_tenant_cube``, ``ix_memory_cube_time``, their
+``ix_provider_memory_*`` twins, the primary key of ``search_stat``), so it reads one tenant's
+index range and never a table row. Time buckets are truncated in the database (``DATE_FORMAT``
+on MySQL/MariaDB, ``strftime`` on SQLite) and answered zero-filled, in UTC.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, Row, Table, func, literal, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.api.auth import check_tenant
@@ -25,7 +27,7 @@ from memstream.memory import MEMORY_TYPES, USER_PROFILE
 from memstream.store.messages import utc_naive
 from memstream.store.schema import conversation_message as messages
 from memstream.store.schema import long_term_memory as memories
-from memstream.store.schema import search_stat
+from memstream.store.schema import provider_memory, search_stat
 from memstream.store.searchstats import LATENCY_BUCKETS, latency_quantile
 
 router = APIRouter()
@@ -38,6 +40,11 @@ MAX_BUCKETS = 1000
 TOP_AGENTS = 10
 NEWEST = 20
 _CUBE = re.compile(r"^(user_profile|agent_.{1,128})$")
+# Each table of memories with the provider its rows live in.
+_STORES: tuple[tuple[Table, ColumnElement[Any]], ...] = (
+    (memories, literal("MYSQL")),
+    (provider_memory, provider_memory.c.provider),
+)
 
 
 def _truncated(engine: AsyncEngine, column: Any, bucket: Bucket) -> ColumnElement[Any]:
@@ -114,10 +121,9 @@ BucketQuery = Annotated[Bucket, Query()]
 async def overview(
     tenant_id: Annotated[Id, Query()], request: Request, services: ServicesDep
 ) -> dict[str, Any]:
-    """Messages, conversations, live memories by type and cube, top agents by memories."""
+    """Messages, conversations, live memories by type, cube and provider, top agents."""
     check_tenant(request, tenant_id)
     engine = services.engine
-    live = (memories.c.tenant_id == tenant_id, memories.c.deleted_at.is_(None))
     async with engine.connect() as conn:
         counted = (
             await conn.execute(
@@ -126,22 +132,26 @@ async def overview(
                 )
             )
         ).one()
-        groups = (
-            await conn.execute(
+        groups: list[Row[Any]] = []
+        for table, provider in _STORES:
+            found = await conn.execute(
                 select(
-                    memories.c.cube_id,
-                    memories.c.memory_type,
-                    memories.c.agent_id,
+                    provider,
+                    table.c.cube_id,
+                    table.c.memory_type,
+                    table.c.agent_id,
                     func.count(),
                 )
-                .where(*live)
-                .group_by(memories.c.cube_id, memories.c.memory_type, memories.c.agent_id)
+                .where(table.c.tenant_id == tenant_id, table.c.deleted_at.is_(None))
+                .group_by(provider, table.c.cube_id, table.c.memory_type, table.c.agent_id)
             )
-        ).all()
+            groups += found.all()
     by_type = dict.fromkeys(MEMORY_TYPES, 0)
     by_cube: dict[str, int] = {}
     by_agent: dict[str, int] = {}
-    for cube_id, memory_type, agent_id, count in groups:
+    by_provider: dict[str, int] = {}
+    for provider, cube_id, memory_type, agent_id, count in groups:
+        by_provider[provider] = by_provider.get(provider, 0) + count
         by_type[memory_type] = by_type.get(memory_type, 0) + count
         by_cube[cube_id] = by_cube.get(cube_id, 0) + count
         if agent_id is not None:
@@ -157,6 +167,8 @@ async def overview(
             "by_cube": dict(sorted(by_cube.items(), key=lambda kv: (-kv[1], kv[0]))),
         },
         "top_agents": [{"agent_id": a, "memories": n} for a, n in top],
+        # Live memories per provider: the built-in store, and the ledger's MemOS and Mem0.
+        "providers": dict(sorted(by_provider.items())),
     }
 
 
@@ -176,22 +188,23 @@ async def trends(
     index = span.index()
     by_type = {m: [0] * len(span.buckets) for m in MEMORY_TYPES}
     per_bucket = [0] * len(span.buckets)
-    mem_bucket = _truncated(engine, memories.c.created_at, bucket)
     msg_bucket = _truncated(engine, messages.c.created_at, bucket)
     async with engine.connect() as conn:
-        created = await conn.execute(
-            select(mem_bucket, memories.c.memory_type, func.count())
-            .where(
-                memories.c.tenant_id == tenant_id,
-                memories.c.created_at >= span.start,
-                memories.c.created_at < span.end,
+        for table, _ in _STORES:
+            mem_bucket = _truncated(engine, table.c.created_at, bucket)
+            created = await conn.execute(
+                select(mem_bucket, table.c.memory_type, func.count())
+                .where(
+                    table.c.tenant_id == tenant_id,
+                    table.c.created_at >= span.start,
+                    table.c.created_at < span.end,
+                )
+                .group_by(mem_bucket, table.c.memory_type)
             )
-            .group_by(mem_bucket, memories.c.memory_type)
-        )
-        for at, memory_type, count in created.all():
-            i = index.get(_parse_bucket(at))
-            if i is not None:
-                by_type.setdefault(memory_type, [0] * len(span.buckets))[i] += count
+            for at, memory_type, count in created.all():
+                i = index.get(_parse_bucket(at))
+                if i is not None:
+                    by_type.setdefault(memory_type, [0] * len(span.buckets))[i] += count
         stored = await conn.execute(
             select(msg_bucket, func.count())
             .where(
@@ -220,35 +233,39 @@ async def cube(
     if not _CUBE.match(cube_id):
         raise ApiError(422, "invalid_cube", f"cube_id must be {USER_PROFILE!r} or 'agent_<id>'")
     engine = services.engine
-    live = (
-        memories.c.tenant_id == tenant_id,
-        memories.c.cube_id == cube_id,
-        memories.c.deleted_at.is_(None),
-    )
+    groups: list[Row[Any]] = []
+    newest: list[Row[Any]] = []
     async with engine.connect() as conn:
-        groups = (
-            await conn.execute(
-                select(memories.c.memory_type, memories.c.importance, func.count())
-                .where(*live)
-                .group_by(memories.c.memory_type, memories.c.importance)
+        for table, provider in _STORES:
+            live = (
+                table.c.tenant_id == tenant_id,
+                table.c.cube_id == cube_id,
+                table.c.deleted_at.is_(None),
             )
-        ).all()
-        newest = (
-            await conn.execute(
+            found = await conn.execute(
+                select(table.c.memory_type, table.c.importance, func.count())
+                .where(*live)
+                .group_by(table.c.memory_type, table.c.importance)
+            )
+            groups += found.all()
+            key = table.c.id if table is memories else table.c.memory_id
+            found = await conn.execute(
                 select(
-                    memories.c.id,
-                    memories.c.user_id,
-                    memories.c.agent_id,
-                    memories.c.memory_type,
-                    memories.c.content,
-                    memories.c.importance,
-                    memories.c.created_at,
+                    key.label("id"),
+                    provider.label("provider"),
+                    table.c.user_id,
+                    table.c.agent_id,
+                    table.c.memory_type,
+                    table.c.content,
+                    table.c.importance,
+                    table.c.created_at,
                 )
                 .where(*live)
-                .order_by(memories.c.created_at.desc(), memories.c.id.desc())
+                .order_by(table.c.created_at.desc(), key.desc())
                 .limit(NEWEST)
             )
-        ).all()
+            newest += found.all()
+    newest = sorted(newest, key=lambda r: (r.created_at, r.id), reverse=True)[:NEWEST]
     by_type = dict.fromkeys(MEMORY_TYPES, 0)
     importance = [0] * 10
     for memory_type, level, count in groups:
@@ -263,6 +280,7 @@ async def cube(
         "newest": [
             {
                 "id": r.id,
+                "provider": r.provider,
                 "user_id": r.user_id,
                 "agent_id": r.agent_id,
                 "memory_type": r.memory_type,

@@ -1,0 +1,149 @@
+"""The ledger of external providers: what memstream wrote to MemOS and Mem0 (``provider_memory``).
+
+Neither server can count a tenant's memories by type, cube or agent, so the operations views
+(``/v1/stats``) would see only the built-in store. ``Ledgered`` wraps an external provider: every
+memory its ``add`` answers is recorded (idempotently, by the provider's id) and every id its
+``delete`` or ``delete_user`` removes is marked deleted, whether the long-term chain or the API
+made the call. A write the ledger fails to record fails the call, so the persist stage retries
+it (the provider's add is idempotent) and nothing goes uncounted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from sqlalchemy import Executable, update
+from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.memory import MemoryItem, NewMemory
+from memstream.providers.base import LongTermProvider
+from memstream.store.schema import provider_memory as t
+
+_CHUNK = 500  # ids per IN (...) list
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
+
+
+class ProviderLedger:
+    """Rows of ``provider_memory``: recorded on add, marked deleted on delete."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def record(
+        self,
+        provider: str,
+        items: Sequence[MemoryItem],
+        agent_ids: Sequence[str | None] | None = None,
+    ) -> None:
+        """Record memories a provider stored, each with the agent that wrote it (``agent_ids``,
+        else the item's own); one recorded already is live again, unchanged."""
+        if not items:
+            return
+        writers = list(agent_ids) if agent_ids is not None else [m.agent_id for m in items]
+        rows = [
+            {
+                "tenant_id": m.tenant_id,
+                "provider": provider,
+                "memory_id": m.id,
+                "user_id": m.user_id,
+                "agent_id": agent_id,
+                "cube_id": m.cube_id,
+                "memory_type": m.memory_type,
+                "content": m.content,
+                "importance": m.importance,
+                "created_at": _naive_utc(m.created_at),
+                "deleted_at": None,
+            }
+            for m, agent_id in {
+                (m.tenant_id, m.id): (m, a) for m, a in zip(items, writers, strict=True)
+            }.values()
+        ]
+        stmt: Executable
+        if self._engine.dialect.name == "sqlite":
+            insert = sqlite.insert(t)
+            stmt = insert.on_conflict_do_update(
+                index_elements=["tenant_id", "provider", "memory_id"],
+                set_={"deleted_at": insert.excluded.deleted_at},
+            )
+        else:
+            stmt = mysql.insert(t).on_duplicate_key_update(deleted_at=None)
+        async with self._engine.begin() as conn:
+            await conn.execute(stmt, rows)
+
+    async def forget(self, tenant_id: str, provider: str, ids: Sequence[str]) -> None:
+        """Mark memories the provider deleted."""
+        now = datetime.now(UTC).replace(tzinfo=None)
+        async with self._engine.begin() as conn:
+            for start in range(0, len(ids), _CHUNK):
+                await conn.execute(
+                    update(t)
+                    .where(
+                        t.c.tenant_id == tenant_id,
+                        t.c.provider == provider,
+                        t.c.memory_id.in_(ids[start : start + _CHUNK]),
+                        t.c.deleted_at.is_(None),
+                    )
+                    .values(deleted_at=now)
+                )
+
+    async def forget_user(self, tenant_id: str, provider: str, user_id: str) -> None:
+        """Mark every memory of a user the provider forgot."""
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                update(t)
+                .where(
+                    t.c.tenant_id == tenant_id,
+                    t.c.provider == provider,
+                    t.c.user_id == user_id,
+                    t.c.deleted_at.is_(None),
+                )
+                .values(deleted_at=datetime.now(UTC).replace(tzinfo=None))
+            )
+
+
+class Ledgered:
+    """An external provider whose writes are recorded in the ledger; reads pass through."""
+
+    def __init__(self, provider: LongTermProvider, ledger: ProviderLedger) -> None:
+        self.provider = provider
+        self.ledger = ledger
+        self.name = provider.name
+
+    async def search(
+        self,
+        tenant_id: str,
+        user_id: str,
+        agent_id: str | None,
+        query: str,
+        *,
+        top_k: int = 10,
+    ) -> list[MemoryItem]:
+        return await self.provider.search(tenant_id, user_id, agent_id, query, top_k=top_k)
+
+    async def list_live(
+        self, tenant_id: str, user_id: str, agent_id: str | None
+    ) -> Sequence[MemoryItem]:
+        return await self.provider.list_live(tenant_id, user_id, agent_id)
+
+    async def add(self, memories: Sequence[NewMemory]) -> list[MemoryItem]:
+        stored = await self.provider.add(memories)
+        # A provider may keep no agent on a user-profile memory; the ledger keeps its writer,
+        # as the built-in store does, when the answer is one item per input.
+        writers = [m.agent_id for m in memories] if len(stored) == len(memories) else None
+        await self.ledger.record(self.name, stored, writers)
+        return stored
+
+    async def delete(self, tenant_id: str, ids: Sequence[str]) -> list[str]:
+        deleted = await self.provider.delete(tenant_id, ids)
+        await self.ledger.forget(tenant_id, self.name, deleted)
+        return deleted
+
+    async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
+        deleted = await self.provider.delete_user(tenant_id, user_id)
+        await self.ledger.forget_user(tenant_id, self.name, user_id)
+        return deleted

@@ -1,0 +1,363 @@
+"""The load path's rules through the API on the real database and cache: the summary rule, the
+whole-window rule, context_rounds edges, chat turns as rounds, time limits with a sick
+database, and the operations views over every provider."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.launch import free_port
+from memstream.settings import Settings
+from memstream.store.cache import RedisCache
+from memstream.store.messages import MessageStore, StoredMessage
+from memstream.store.summaries import Summary, SummaryStore
+from memstream.text.tokens import count_tokens
+from tests.fakes.mem0 import MEM0_KEY, Mem0State
+from tests.support.api import client_for
+from tests.support.settings import isolated_settings
+
+pytestmark = pytest.mark.integration
+
+SUMMARY = "The user is planning a rail trip from Lisbon to Vienna in May."
+
+
+def rows(
+    tenant: str, conversation: str, spec: Sequence[tuple[str, str, str]]
+) -> list[StoredMessage]:
+    """Stored messages from (role, message_type, content), one second apart."""
+    start = datetime(2026, 2, 1, 12, 0)
+    return [
+        StoredMessage(
+            tenant_id=tenant,
+            conversation_id=conversation,
+            event_id=f"{conversation}-{i}",
+            user_id="u1",
+            agent_id="a1",
+            role=role,
+            message_type=kind,
+            content=content,
+            token_count=count_tokens(content),
+            created_at=start + timedelta(seconds=i),
+            source_conversation_id=conversation,
+        )
+        for i, (role, kind, content) in enumerate(spec)
+    ]
+
+
+def turns(n: int, words: int = 3) -> list[tuple[str, str, str]]:
+    filler = " about trains" * words
+    return [("user" if i % 2 == 0 else "assistant", "chat", f"turn {i}{filler}") for i in range(n)]
+
+
+def body(tenant: str, conversation: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "tenant_id": tenant,
+        "user_id": "u1",
+        "agent_id": "a1",
+        "conversation_id": conversation,
+        "query": "and the night train?",
+        **extra,
+    }
+
+
+async def summarise(engine: AsyncEngine, tenant: str, conversation: str, covered: int) -> None:
+    await SummaryStore(engine).save(
+        tenant,
+        conversation,
+        Summary(SUMMARY, count_tokens(SUMMARY)),
+        covered=covered,
+        last_message_id=0,
+    )
+
+
+@pytest.fixture
+async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(settings) as client:
+        yield client
+
+
+Answer = Callable[..., Any]
+
+
+async def from_record_then_cache(
+    api: httpx.AsyncClient,
+    settings: Settings,
+    redis_client: aioredis.Redis,
+    stored: list[StoredMessage],
+    request: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The answer with a cold cache (the record), then with the cache warm: they must agree."""
+    tenant, conversation = stored[0].tenant_id, stored[0].conversation_id
+    cache = RedisCache(
+        redis_client, prefix=settings.cache_prefix, max_messages=settings.cache_max_messages
+    )
+    cold = await api.post("/v1/context", json=request)
+    assert cold.status_code == 200, cold.text
+    await redis_client.delete(cache.key(tenant, conversation))  # a re-warm may have begun
+    await cache.warm({(tenant, conversation): stored})
+    warm = await api.post("/v1/context", json=request)
+    assert warm.status_code == 200, warm.text
+    assert warm.json()["degraded"] == [] and cold.json()["degraded"] == []
+    assert warm.json()["messages"] == cold.json()["messages"]
+    messages: list[dict[str, Any]] = warm.json()["messages"]
+    return messages
+
+
+async def test_the_summary_stands_for_what_the_rounds_bound_leaves_out(
+    api, settings, tenant, store, engine, redis_client
+):
+    stored = rows(tenant, "c64", turns(64))
+    await store.insert_many(stored)
+    await summarise(engine, tenant, "c64", covered=60)
+    request = body(tenant, "c64", context_rounds=5)
+    messages = await from_record_then_cache(api, settings, redis_client, stored, request)
+    # 15 turns read (49-63); 49 answers a question left out, so the window starts at 50.
+    assert messages[0] == {
+        "role": "system",
+        "content": SUMMARY,
+        "tokens": count_tokens(SUMMARY),
+        "summary": True,
+    }
+    assert [m["content"] for m in messages[1:]] == [c for _, _, c in turns(64)[50:]]
+    assert not any(m["summary"] for m in messages[1:])
+
+
+async def test_no_summary_when_the_window_reaches_the_start(
+    api, settings, tenant, store, engine, redis_client
+):
+    for n, conversation in ((10, "short"), (15, "exact")):
+        stored = rows(tenant, conversation, turns(n))
+        await store.insert_many(stored)
+        await summarise(engine, tenant, conversation, covered=n)
+        request = body(tenant, conversation, context_rounds=5)
+        messages = await from_record_then_cache(api, settings, redis_client, stored, request)
+        # 15 turns: the last is a user turn, the current query, which the window leaves out.
+        expected = turns(n)[: n - (n % 2)]
+        assert [m["content"] for m in messages] == [c for _, _, c in expected], conversation
+        assert not any(m["summary"] for m in messages)
+
+
+async def test_everything_that_fits_the_whole_window_is_kept(
+    api, settings, tenant, store, engine, redis_client
+):
+    # 14 turns of about 500 tokens: over 8,000 - 2,000 but within 8,000.
+    stored = rows(tenant, "big", turns(14, words=230))
+    total = sum(m.token_count for m in stored)
+    assert settings.window_max_tokens - settings.summary_budget_tokens < total
+    assert total <= settings.window_max_tokens
+    await store.insert_many(stored)
+    await summarise(engine, tenant, "big", covered=14)
+    messages = await from_record_then_cache(
+        api, settings, redis_client, stored, body(tenant, "big")
+    )
+    assert len(messages) == 14 and not any(m["summary"] for m in messages)
+    assert sum(m["tokens"] for m in messages) == total
+
+
+async def test_zero_rounds_means_no_history_from_the_cache_and_the_record(
+    api, settings, tenant, store, engine, redis_client
+):
+    put = await api.put(
+        f"/v1/agents/a1/config?tenant_id={tenant}",
+        json={"context_rounds": 0, "model_target_id": "m1"},
+    )
+    assert put.status_code == 200, put.text
+    assert (await api.get(f"/v1/agents/a1/config?tenant_id={tenant}")).json()["context_rounds"] == 0
+    stored = rows(tenant, "z", turns(10))
+    await store.insert_many(stored)
+    await summarise(engine, tenant, "z", covered=10)
+    # The stored 0 applies: the summary alone.
+    messages = await from_record_then_cache(api, settings, redis_client, stored, body(tenant, "z"))
+    assert [m["content"] for m in messages] == [SUMMARY]
+    # So does a requested 0, and without a summary nothing is left.
+    bare = rows(tenant, "z2", turns(10))
+    await store.insert_many(bare)
+    request = body(tenant, "z2", agent_id="other", context_rounds=0)
+    assert await from_record_then_cache(api, settings, redis_client, bare, request) == []
+
+
+async def test_tool_and_status_rows_do_not_eat_the_rounds(services, tenant, store, redis_client):
+    # The cache keeps only the newest 12 messages, which hold 3 chat turns among tool traffic.
+    settings = isolated_settings(cache_max_messages=12)
+    spec: list[tuple[str, str, str]] = []
+    for i in range(10):
+        spec += [
+            ("user", "chat", f"question {i}"),
+            ("assistant", "tool_call", f'{{"call": {i}}}'),
+            ("tool", "tool_result", f'{{"result": {i}}}'),
+            ("assistant", "status", "searching"),
+            ("assistant", "chat", f"answer {i}"),
+        ]
+    stored = rows(tenant, "tools", spec)
+    await store.insert_many(stored)
+    async with client_for(settings) as api:
+        request = body(tenant, "tools", context_rounds=2)
+        messages = await from_record_then_cache(api, settings, redis_client, stored, request)
+    # Two rounds are six chat turns: questions and answers 7, 8 and 9.
+    assert [m["content"] for m in messages] == [
+        "question 7",
+        "answer 7",
+        "question 8",
+        "answer 8",
+        "question 9",
+        "answer 9",
+    ]
+
+
+class Blackhole:
+    """A TCP server that accepts connections and never answers: a database that hangs."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+        self._held: list[asyncio.StreamWriter] = []
+
+    async def __aenter__(self) -> Blackhole:
+        async def hold(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self._held.append(writer)
+
+        self._server = await asyncio.start_server(hold, "127.0.0.1", self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in self._held:
+            writer.close()
+
+
+async def test_a_hanging_database_costs_the_time_limits_not_more(
+    services, tenant, store, redis_client
+):
+    stored = rows(tenant, "sick", turns(6))
+    await store.insert_many(stored)
+    async with Blackhole() as database:
+        settings = isolated_settings(
+            database_url=f"mysql+aiomysql://root@127.0.0.1:{database.port}/memstream",
+            agent_config_cache_seconds=0,
+        )
+        cache = RedisCache(redis_client, prefix=settings.cache_prefix)
+        await cache.warm({(tenant, "sick"): stored})
+        async with client_for(settings) as api:
+            started = time.perf_counter()
+            response = await api.post("/v1/context", json=body(tenant, "sick"))
+            took = time.perf_counter() - started
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    limit = max(settings.short_term_timeout_seconds, settings.long_term_timeout_seconds)
+    assert took < limit + 0.5, took
+    # The agent config, the summary and long-term memory are out of reach: the turns the
+    # cache holds still come.
+    assert {"config", "summary", "long_term"} <= set(answer["degraded"])
+    assert [m["content"] for m in answer["messages"]] == [c for _, _, c in turns(6)]
+
+
+async def test_the_operations_views_count_memories_in_external_providers(
+    services: Settings, mem0_server: tuple[str, Mem0State], tenant: str, engine: AsyncEngine
+) -> None:
+    mem0_url, mem0 = mem0_server
+    mem0.reset()
+    settings = isolated_settings(
+        mem0_url=mem0_url, mem0_api_key=MEM0_KEY, agent_config_cache_seconds=0
+    )
+    await MessageStore(engine).insert_many(rows(tenant, "c1", turns(2)))
+    async with client_for(settings) as api:
+        put = await api.put(
+            f"/v1/agents/m0/config?tenant_id={tenant}",
+            json={"long_memory_provider": "MEM0", "model_target_id": "m1"},
+        )
+        assert put.status_code == 200, put.text
+
+        async def add(cube: str, content: str, memory_type: str = "pref_mem") -> str:
+            added = await api.post(
+                "/v1/memories",
+                json={
+                    "tenant_id": tenant,
+                    "user_id": "u1",
+                    "agent_id": "m0",
+                    "cube_id": cube,
+                    "memory_type": memory_type,
+                    "content": content,
+                    "importance": 6,
+                },
+            )
+            assert added.status_code == 201, added.text
+            identifier: str = added.json()["id"]
+            return identifier
+
+        first = await add("user_profile", "The user drinks green tea")
+        await add("agent_m0", "Answer in French", "skill_mem")
+        await add("agent_m0", "Answer in French", "skill_mem")  # no duplicate
+        await add("user_profile", "The user lives in Porto", "text_mem")
+
+        overview = (await api.get(f"/v1/stats/overview?tenant_id={tenant}")).json()
+        assert overview["memories"] == {
+            "total": 3,
+            "by_type": {"text_mem": 1, "pref_mem": 1, "skill_mem": 1, "tool_mem": 0},
+            "by_cube": {"user_profile": 2, "agent_m0": 1},
+        }
+        assert overview["providers"] == {"MEM0": 3}
+        assert overview["top_agents"] == [{"agent_id": "m0", "memories": 3}]
+        today = datetime.now().strftime("%Y-%m-%d")
+        trends = (
+            await api.get(
+                "/v1/stats/trends",
+                params={"tenant_id": tenant, "bucket": "day", "to": f"{today}T23:59:59Z"},
+            )
+        ).json()
+        assert sum(sum(counts) for counts in trends["memories"].values()) == 3
+        cube = (await api.get(f"/v1/stats/cubes/user_profile?tenant_id={tenant}")).json()
+        assert cube["total"] == 2 and cube["by_type"]["pref_mem"] == 1
+        assert {m["provider"] for m in cube["newest"]} == {"MEM0"}
+        assert first in {m["id"] for m in cube["newest"]}
+
+        # Deletes are reflected: one memory, then the whole user.
+        assert (await api.delete(f"/v1/memories/{first}?tenant_id={tenant}")).status_code == 200
+        overview = (await api.get(f"/v1/stats/overview?tenant_id={tenant}")).json()
+        assert overview["memories"]["total"] == 2 and overview["providers"] == {"MEM0": 2}
+        forgot = await api.delete(f"/v1/users/u1/memories?tenant_id={tenant}")
+        assert forgot.status_code == 200, forgot.text
+        overview = (await api.get(f"/v1/stats/overview?tenant_id={tenant}")).json()
+        assert overview["memories"]["total"] == 0 and overview["top_agents"] == []
+
+
+async def test_bodies_over_the_limit_are_refused_before_parsing(services, tenant):
+    settings = isolated_settings(api_max_body_bytes=4096)
+    async with client_for(settings) as api:
+        big = body(tenant, "c1", query="x" * 8000)
+        response = await api.post("/v1/context", json=big)
+        assert response.status_code == 413
+        assert response.json()["error"]["code"] == "payload_too_large"
+        assert (await api.post("/v1/context", json=body(tenant, "c1"))).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        ("0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"),
+        ("9999-12-31T23:59:59-14:00", None),
+        (None, "0001-01-01T00:00:00+14:00"),
+        ("-999999999-01-01T00:00:00Z", None),
+        ("99999999999999999999", None),
+    ],
+)
+async def test_dates_at_the_calendars_edges_are_422_not_500(services, tenant, start, end):
+    params = {"tenant_id": tenant, "bucket": "hour"}
+    if start:
+        params["from"] = start
+    if end:
+        params["to"] = end
+    async with client_for(isolated_settings()) as api:
+        for path in ("/v1/stats/trends", "/v1/stats/search-trends"):
+            response = await api.get(path, params=params)
+            assert response.status_code == 422, (path, response.text)
+            assert response.json()["error"]["code"]
