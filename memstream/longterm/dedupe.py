@@ -206,7 +206,14 @@ def _merge(first: Candidate, second: Candidate, rule: Rule) -> Candidate:
 
 
 def dedupe(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """Merge duplicate candidates of the same scope (see the module documentation)."""
+    """Merge duplicate facts of the same scope (see the module documentation); episodes, which
+    record what was said on a day, only lose exact repeats and never absorb a fact."""
+    facts = _dedupe_facts([c for c in candidates if c.kind == "fact"])
+    episodes = {c.content: c for c in reversed(candidates) if c.kind == "episode"}
+    return facts + sorted(episodes.values(), key=candidates.index)
+
+
+def _dedupe_facts(candidates: Sequence[Candidate]) -> list[Candidate]:
     survivors: list[Candidate] = []  # in the input order of each group's first member
     for candidate in candidates:
         current: Candidate | None = None  # ``candidate`` merged into earlier groups

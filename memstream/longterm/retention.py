@@ -4,9 +4,23 @@ the per-user cap (oldest first). Facts are never expired here: only a newer fact
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from memstream.memory import MemoryItem
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How long episodes are kept (from when they were stored) and how many per user."""
+
+    period: timedelta | None = None
+    per_user: int | None = None
+
+    @classmethod
+    def of(cls, days: int, per_user: int) -> Retention:
+        """From the settings' numbers, where 0 turns a limit off."""
+        return cls(timedelta(days=days) if days else None, per_user or None)
 
 
 def expired_episodes(

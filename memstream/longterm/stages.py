@@ -11,17 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 from memstream.longterm.conflict import LLMConflictResolver, resolve
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session
+from memstream.longterm.retention import Retention, expired_episodes
 from memstream.memory import MemoryItem, NewMemory
 from memstream.providers.base import LongTermProvider
 from memstream.store.marks import MarkStore, mark_of
 from memstream.store.messages import MessageStore
+from memstream.text.normalise import fold_spaces_and_case
 
 SESSION_MESSAGES = 200  # the newest messages of a conversation a session end looks at
 CHAT_ROLES = ("user", "assistant")
+SPEAKER_KEYS = ("speaker", "name", "user_name")  # where a platform names who said a message
+MAX_SPEAKER_CHARS = 64
+
+
+def speaker_of(metadata: dict[str, Any] | None) -> str | None:
+    """The speaker's name a message's metadata gives, if a usable one."""
+    for key in SPEAKER_KEYS:
+        value = (metadata or {}).get(key)
+        if isinstance(value, str) and 0 < len(value.strip()) <= MAX_SPEAKER_CHARS:
+            return " ".join(value.split())
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +59,8 @@ async def collect(
         # The same text twice in one session is judged once.
         new = key not in seen and key not in fresh
         fresh.add(key)
-        out.append(SessionMessage(m.event_id, m.role, m.content, new, m.created_at))
+        speaker = speaker_of(m.metadata)
+        out.append(SessionMessage(m.event_id, m.role, m.content, new, m.created_at, speaker))
     new_marks = sorted(k for k in fresh if k not in seen)
     if not new_marks:
         return None
@@ -68,14 +84,28 @@ async def plan(
 ) -> Plan:
     """Compare each candidate with the live memories of its cube: store, skip or supersede."""
     live = await provider.list_live(session.tenant_id, session.user_id, session.agent_id)
+    # Facts are weighed against the live facts; an episode records what was said on a day, so it
+    # neither contradicts nor supersedes anything and is only skipped when already kept.
     by_cube: dict[str, list[MemoryItem]] = {}
+    said: set[tuple[str, str]] = set()
     for item in live:
-        by_cube.setdefault(item.cube_id, []).append(item)
+        if item.kind == "episode":
+            said.add((item.cube_id, fold_spaces_and_case(item.content)))
+        else:
+            by_cube.setdefault(item.cube_id, []).append(item)
     store: list[NewMemory] = []
     expire: list[str] = []
     skipped = 0
     for candidate in candidates:
         cube = session.cube_of(candidate)
+        if candidate.kind == "episode":
+            key = (cube, fold_spaces_and_case(candidate.content))
+            if key in said:
+                skipped += 1
+            else:
+                said.add(key)
+                store.append(session.memory(candidate))
+            continue
         current = by_cube.get(cube, [])
         decision = (
             await resolver.resolve(candidate, current) if resolver else resolve(candidate, current)
@@ -90,12 +120,25 @@ async def plan(
     return Plan(store, expire, skipped)
 
 
+KEEP_EVERY_EPISODE = Retention()
+
+
 async def persist(
-    provider: LongTermProvider, session: Session, store: Sequence[NewMemory], expire: Sequence[str]
-) -> None:
+    provider: LongTermProvider,
+    session: Session,
+    store: Sequence[NewMemory],
+    expire: Sequence[str],
+    retention: Retention = KEEP_EVERY_EPISODE,
+) -> list[str]:
     """Write new memories first, then expire the old: a crash in between leaves a duplicate
-    for a while, never a gap."""
+    for a while, never a gap. Episodes past their retention go last; answers what expired."""
     if store:
         await provider.add(store)
-    if expire:
-        await provider.delete(session.tenant_id, expire)
+    gone = list(expire)
+    if any(m.kind == "episode" for m in store) and (retention.period or retention.per_user):
+        live = await provider.list_live(session.tenant_id, session.user_id, session.agent_id)
+        now = datetime.now(UTC)
+        gone += expired_episodes(live, now, retention=retention.period, cap=retention.per_user)
+    if gone:
+        await provider.delete(session.tenant_id, gone)
+    return gone

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memstream.longterm.models import IMPORTANCE_RANGES, MAX_CONTENT_CHARS, Category, SessionMessage
+from memstream.text.dates import display_date
 
 NEW_MARK = "[[NEW]"
 # What the prompt shows of a session: each message cut, the oldest context dropped first.
@@ -63,6 +64,9 @@ HOW TO WRITE A MEMORY
 - In the language of the conversation.
 - Self-contained: resolve pronouns and references, include the names, places and dates \
 needed to understand it alone.
+- Absolute dates only: resolve "yesterday", "last week", "next month", 昨天, 上周, 下个月 \
+against the date the message was written (shown in the conversation as "--- <date> ---") \
+and write the date itself, e.g. "on 7 May 2023", "in June 2023", "2023年5月7日".
 - One piece of information per memory, at most {MAX_CONTENT_CHARS} characters.
 - source_event_ids: the event ids (shown in parentheses) of the {NEW_MARK} messages the \
 memory comes from.
@@ -101,11 +105,25 @@ def _message_line(message: SessionMessage) -> str:
     return f"{mark}({message.event_id}) {message.role}: {text}"
 
 
+def _dated_lines(messages: Sequence[SessionMessage]) -> list[str]:
+    """One line per message; a message written on another day than the one before it opens
+    with that day on a line of its own, so the model can resolve relative dates."""
+    lines = []
+    day = None
+    for message in messages:
+        line = _message_line(message)
+        if message.created_at.date() != day:
+            day = message.created_at.date()
+            line = f"--- {display_date(day)} ---\n{line}"
+        lines.append(line)
+    return lines
+
+
 def build_prompt(
     messages: Sequence[SessionMessage], agent_id: str | None = None
 ) -> list[dict[str, str]]:
     """The chat messages asking the model to judge ``messages`` (system + user)."""
-    lines = [_message_line(m) for m in messages]
+    lines = _dated_lines(messages)
     # Over budget: drop the oldest context messages first, never a new one.
     total = sum(len(line) + 1 for line in lines)
     keep = [True] * len(lines)
