@@ -28,12 +28,32 @@ Score (what the relativity threshold and the load path's 0.3 floor read)
     sentences score -0.06 to 0.05, a question and its answer ("What does the user do for a
     living?" / "The user works as a teacher.") 0.57, a paraphrase 0.74; 0.45 on the mapped
     scale is a cosine of 0.325. Another model needs its own bounds.
+
+Entry by rank (``entered_by_rank``)
+    A fixed cosine bar misses what a small model relates only faintly: "Where should I eat
+    tonight?" and "The user is vegetarian." have a MiniLM cosine of 0.128, which maps to 0.06,
+    while "Noted!" scores 0.122 against the same question. What sets the first apart is
+    not its cosine but that it clearly beats the user's other memories ("The user lives in
+    Berlin." 0.033). So the best ``RANK_ENTRIES`` vector hits of a search also count as
+    evidence at the threshold when their cosine reaches ``background + z(n) * spread``:
+    the median and spread (1.4826 MAD) of the user's other memories' cosines, each shrunk
+    towards the model's unrelated-text prior (``BACKGROUND_COSINE``, ``BACKGROUND_SPREAD``)
+    as if ``PRIOR_MEMORIES`` unrelated memories sat among them, and ``z(n) = sqrt(2 ln(n+1))``
+    for ``n`` memories: about the largest of ``n`` draws of unrelated noise (the universal
+    threshold of Donoho and Johnstone), so pure noise rarely enters however many memories
+    the user has. With two memories the bar is a cosine of 0.09; with hundreds of LoCoMo
+    turns it sits near 0.6, where the mapped score alone already passes, so entry by rank
+    matters for small stores and does not flood large ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from memstream.retrieval import RELATIVITY
 
@@ -45,6 +65,18 @@ COSINE_FLOOR = 0.10
 
 COSINE_FULL = 0.60
 """Cosine mapped to vector score 1 (a memory that answers the query)."""
+
+RANK_ENTRIES = 2
+"""How many of a search's best vector hits may enter by rank."""
+
+BACKGROUND_COSINE = 0.0
+"""MiniLM's cosine between unrelated texts, typically (-0.07 to 0.07 on ``--check`` pairs)."""
+
+BACKGROUND_SPREAD = 0.06
+"""Its spread (standard deviation) over unrelated texts."""
+
+PRIOR_MEMORIES = 8
+"""Weight of that prior, in memories, against the user's own cosines."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +95,31 @@ def vector_score(cosine: float, *, floor: float = COSINE_FLOOR, full: float = CO
     if full <= floor:
         raise ValueError("the full-match cosine must exceed the floor")
     return min(1.0, max(0.0, (cosine - floor) / (full - floor)))
+
+
+def entered_by_rank(
+    cosines: npt.NDArray[np.float32] | Iterable[float],
+    *,
+    entries: int = RANK_ENTRIES,
+    background: float = BACKGROUND_COSINE,
+    spread: float = BACKGROUND_SPREAD,
+    prior: float = PRIOR_MEMORIES,
+) -> list[int]:
+    """Positions in ``cosines`` (one per memory of the user) of the best ``entries`` hits
+    that clearly beat the rest (module docstring), best first."""
+    values = np.asarray(list(cosines) if not isinstance(cosines, np.ndarray) else cosines)
+    n = int(values.shape[0])
+    if n == 0 or entries <= 0:
+        return []
+    order = np.argsort(-values, kind="stable")
+    best, rest = order[:entries], values[order[entries:]]
+    median = float(np.median(rest)) if rest.size else 0.0
+    mad = 1.4826 * float(np.median(np.abs(rest - median))) if rest.size else 0.0
+    weight = rest.size + prior
+    centre = (rest.size * median + prior * background) / weight
+    scale = math.sqrt((rest.size * mad * mad + prior * spread * spread) / weight)
+    bar = centre + math.sqrt(2.0 * math.log(n + 1)) * scale
+    return [int(i) for i in best if values[i] >= bar]
 
 
 def ranks(scored: Iterable[tuple[str, float]]) -> dict[str, tuple[int, float]]:
@@ -86,10 +143,13 @@ def fuse(
     vector_weight: float = 1.0,
     cosine_floor: float = COSINE_FLOOR,
     cosine_full: float = COSINE_FULL,
+    entered: Collection[str] = (),
     limit: int | None = None,
 ) -> list[Fused]:
     """Fuse (id, lexical score in [0, 1]) and (id, cosine) pairs, in any order; answers the
-    memories whose evidence reaches ``threshold``, in fused order (at most ``limit``)."""
+    memories whose evidence reaches ``threshold``, in fused order (at most ``limit``).
+    Vector hits named in ``entered`` (``entered_by_rank``) count as evidence at the
+    threshold at least."""
     if k < 0 or lexical_weight < 0 or vector_weight < 0:
         raise ValueError("k and the weights must not be negative")
     by_lexical = ranks(lexical)
@@ -100,6 +160,8 @@ def fuse(
         vec_rank, cosine = by_vector.get(doc_id, (0, 0.0))
         lex = min(1.0, max(0.0, lex_score)) if lex_rank else 0.0
         vec = vector_score(cosine, floor=cosine_floor, full=cosine_full) if vec_rank else 0.0
+        if vec_rank and doc_id in entered:
+            vec = max(vec, threshold)
         evidence = max(lex, vec)
         if evidence <= 0.0 or evidence < threshold:
             continue

@@ -32,6 +32,7 @@ from memstream.loadpath.models import (
 )
 from memstream.loadpath.recent import Recent, RecentTurns
 from memstream.loadpath.window import Summary, build_window
+from memstream.providers import degraded as provider_degraded
 from memstream.providers.router import ProviderRouter, provider_name
 from memstream.settings import Settings
 from memstream.store.agents import DEFAULT_CONTEXT_ROUNDS, AgentConfig, long_term_enabled
@@ -258,13 +259,16 @@ class LoadPath:
             degraded.add("long_term")
             return LongTerm(provider=name), 0, 0
         searched = time.perf_counter()
-        found = await provider.search(
-            req.tenant_id,
-            req.user_id,
-            req.agent_id,
-            req.query,
-            top_k=self._settings.long_term_top_k,
-        )
+        with provider_degraded.collect() as fell_back:  # e.g. "embeddings": answered lexically
+            found = await provider.search(
+                req.tenant_id,
+                req.user_id,
+                req.agent_id,
+                req.query,
+                top_k=self._settings.long_term_top_k,
+            )
+        for part in fell_back:
+            degraded.add(part)
         self._search_stats.record(req.tenant_id, time.perf_counter() - searched, len(found))
         groups = prepare_items(found, filter_sensitive=req.filter_sensitive)
         facts = [m for m in groups.user_profile if m.kind != "episode"]

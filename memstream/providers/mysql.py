@@ -1,31 +1,52 @@
 """The built-in long-term store (provider ``MYSQL``): table ``long_term_memory`` plus an
-in-memory lexical index per user (memstream.retrieval), on MySQL/MariaDB or SQLite.
+in-memory lexical index per user (memstream.retrieval), on MySQL/MariaDB or SQLite; with an
+embeddings endpoint configured, lexical and vector ranks fused (memstream.embeddings).
 
 Writes go straight to the table. Searches run on a per-(tenant, user) ``LexicalIndex`` kept
 in a bounded LRU cache and refreshed only when that user's memories changed, so the load
 path pays one small indexed query plus an in-memory BM25 pass instead of reading and
 tokenizing every memory on every request.
 
-Freshness check (why two row counts and not a version row or ``MAX(updated_at)``):
+Freshness check (why row counts and not a version row or ``MAX(updated_at)``):
     Every search first runs ``SELECT COUNT(*), COUNT(deleted_at) WHERE tenant_id = ? AND
     user_id = ?``, answered from the existing ``ix_memory_scope`` index alone (``deleted_at``
-    is its last column): no schema change, so it works on databases migrated before this
-    provider existed (``migrate`` creates missing tables, it does not alter existing ones).
-    Rows of this table are never rewritten in place: ``add`` only inserts (a duplicate is a
-    no-op) and a soft delete turns a live row into a deleted one, never back. So every change
-    to the live set moves the pair: an insert raises the first count, a delete the second.
-    The pair is exact and needs no clock (``MAX(updated_at)`` would compare the clocks of
-    different hosts and need a new column), and it sees writes from every process and every
-    code path that writes the table (the worker writes, the API reads), which a per-user
-    version row bumped by this class would not. The price: the count walks the user's index
-    entries, about 0.5 ms more than a point lookup at 1,000 memories on MariaDB. The one
-    change it cannot see, a hard DELETE plus an insert between two checks, is caught by
-    re-reading the live id set when an entry is older than ``revalidate_seconds``.
+    is its last column). Rows of this table are never rewritten in place: ``add`` only
+    inserts (a duplicate is a no-op) and a soft delete turns a live row into a deleted one,
+    never back. So every change to the live set moves the pair: an insert raises the first
+    count, a delete the second. The pair is exact and needs no clock (``MAX(updated_at)``
+    would compare the clocks of different hosts and need a new column), and it sees writes
+    from every process and every code path that writes the table (the worker writes, the API
+    reads), which a per-user version row bumped by this class would not. The price: the
+    count walks the user's index entries, about 0.5 ms more than a point lookup at 1,000
+    memories on MariaDB. The one change it cannot see, a hard DELETE plus an insert between
+    two checks, is caught by re-reading the live id set when an entry is older than
+    ``revalidate_seconds``.
 
     When the pair moved, one statement reads it again with the live ids (joined in one
     string), and only the memories the cache lacks are fetched and indexed; removed ones are
     dropped from the index. A cold load or a big change is tokenized and indexed in a worker
     thread so that other requests keep being served.
+
+Vectors (with an embeddings client):
+    Vectors live in their own table, ``memory_embedding`` (one row per memory and model),
+    written after the memory by the worker's backfill (memstream.embeddings.backfill) so a
+    slow or absent endpoint never holds up a write. A column of ``long_term_memory`` would
+    be filled in by an UPDATE, which moves neither count: the check above would miss it, and
+    the argument that rows are never rewritten would no longer hold. A separate insert-only
+    table keeps it: the same statement also counts the user's vectors of the model (a third
+    count from ``ix_embedding_user``), which only grows, so a new vector is seen like a new
+    memory. The user's vectors are cached as one float32 matrix in a ``VectorCache`` bounded
+    by bytes (a user with 10,000 memories of 384 dimensions holds 15 MB); when the counts
+    move, only the vectors of memories the matrix lacks are read.
+
+    A search embeds the query (at most ``query_timeout`` seconds, started before the counts
+    are read so the two overlap), ranks the readable memories by cosine and fuses the two
+    rankings (memstream.embeddings.fusion). A memory without a vector is still found
+    lexically. When the query cannot be embedded, the search answers lexically, counts the
+    failure, notes ``"embeddings"`` for the load path's ``degraded``
+    (memstream.providers.degraded) and tries the endpoint again only after
+    ``embedding_retry_seconds``, so an outage costs one timeout now and then, not one per
+    request.
 
 Re-adding deleted content: the unique key (tenant_id, user_id, cube_id, content_hash) also
 covers deleted rows, so a soft delete sets the row's ``content_hash`` to its own ``id`` (a
@@ -38,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import heapq
+import logging
 import time
 import uuid
 import weakref
@@ -45,29 +67,45 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
+import numpy as np
+import numpy.typing as npt
 from sqlalchemy import Insert, Row, case, func, select, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from memstream.embeddings import rows as vector_rows
+from memstream.embeddings.cache import UserVectors, VectorCache
+from memstream.embeddings.client import EmbeddingClient
+from memstream.embeddings.fusion import entered_by_rank, fuse
 from memstream.memory import (
     MEMORY_TYPES,
     USER_PROFILE,
     MemoryItem,
+    MemoryKind,
     MemoryType,
     NewMemory,
     readable_cubes,
 )
+from memstream.providers import degraded
+from memstream.providers.http import PROVIDER_FAILURES
 from memstream.retrieval import MMR_LAMBDA, RELATIVITY, LexicalIndex, mmr, normalised
 from memstream.store.schema import long_term_memory as t
+from memstream.store.schema import memory_embedding as e
 from memstream.text.normalise import fold_spaces_and_case
 from memstream.text.terms import tokenize
+
+log = logging.getLogger(__name__)
 
 _CHUNK = 500  # ids per IN (...) list
 # Up to this many added plus removed memories are applied to a cached index in place on the
 # event loop (about 30 µs each); a cold load or a bigger change is built in a worker thread.
 INLINE_UPDATE_LIMIT = 100
+# Up to this many memories lacking a vector in the cached matrix are looked up by id; more
+# (a cold cache, embeddings just switched on) read all of the user's vectors at once.
+VECTOR_LOOKUP_LIMIT = 2_000
+MEMORY_KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
 
 
 def content_hash(content: str) -> str:
@@ -90,11 +128,28 @@ _COLUMNS = (
     t.c.importance,
     t.c.source_event_ids,
     t.c.created_at,
+    t.c.kind,
+    t.c.occurred_at,
 )
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """A stored naive time as an aware UTC one."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _naive_utc(value: datetime | None) -> datetime | None:
+    """A time as the columns keep it: naive UTC (a naive input is taken as UTC)."""
+    if value is None or value.tzinfo is None:
+        return value
+    return value.astimezone(UTC).replace(tzinfo=None)
 
 
 def _item(row: Row[Any]) -> MemoryItem:
     created: datetime = row.created_at
+    kind: MemoryKind = row.kind if row.kind in MEMORY_KINDS else "fact"
     return MemoryItem(
         id=row.id,
         tenant_id=row.tenant_id,
@@ -106,17 +161,22 @@ def _item(row: Row[Any]) -> MemoryItem:
         importance=int(row.importance),
         source_event_ids=tuple(str(e) for e in (row.source_event_ids or ())),
         created_at=created.replace(tzinfo=UTC) if created.tzinfo is None else created,
+        kind=kind,
+        occurred_at=_utc(row.occurred_at),
     )
 
 
-Fingerprint = tuple[int, int]
+# (memories, deleted memories) of a user, what the lexical index follows; then the same plus
+# the user's vectors of the embedding model, what the vector matrix follows. Each only grows.
+Counts = tuple[int, int]
+Fingerprint = tuple[int, int, int]
 
 
 @dataclass(slots=True)
 class _UserIndex:
     """One user's live memories (all cubes, by id) and their index."""
 
-    fingerprint: Fingerprint
+    fingerprint: Counts
     items: dict[str, MemoryItem]
     index: LexicalIndex
     checked_at: float = field(default_factory=time.monotonic)
@@ -137,6 +197,10 @@ class MySQLProvider:
         cache_users: int = 1024,
         cache_memories: int = 250_000,
         revalidate_seconds: float = 300.0,
+        embedder: EmbeddingClient | None = None,
+        vector_cache_bytes: int = 64 * 1024 * 1024,
+        query_timeout: float = 0.4,
+        embedding_retry_seconds: float = 2.0,
     ) -> None:
         self._engine = engine
         self._dialect = engine.dialect.name
@@ -153,6 +217,14 @@ class MySQLProvider:
             weakref.WeakValueDictionary()
         )
         self.rebuilds = 0  # index (re)builds, for tests and metrics
+        self.embedder = embedder
+        self.vectors = VectorCache(vector_cache_bytes)
+        self.query_timeout = query_timeout
+        self.embedding_retry_seconds = embedding_retry_seconds
+        self._embeddings_retry_at = 0.0  # monotonic time before which queries are not embedded
+        self._vector_locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     # --- writes --------------------------------------------------------------------------
 
@@ -244,6 +316,7 @@ class MySQLProvider:
         async with self._engine.begin() as conn:
             deleted = await self._expire(conn, scope)
         self._evict((tenant_id, user_id))
+        self.vectors.discard((tenant_id, user_id))
         return deleted
 
     async def _expire(self, conn: AsyncConnection, scope: tuple[Any, ...]) -> list[str]:
@@ -287,54 +360,145 @@ class MySQLProvider:
         top_k: int = 10,
     ) -> list[MemoryItem]:
         """Up to ``top_k`` live memories per readable cube scoring at least the relativity
-        threshold, near-duplicates removed by MMR; all of them sorted by score."""
+        threshold, near-duplicates removed by MMR; all of them sorted by score. Lexical, or
+        hybrid with an embeddings client (module docstring); never fails for the embeddings."""
+        if top_k <= 0 or not query.strip():
+            return []
         terms = tokenize(query)
-        if top_k <= 0 or not terms:
-            return []
-        entry = await self._user_index(tenant_id, user_id)
-        if not entry.items:
-            return []
-        # Rank by relevance (it keeps ordering memories the displayed score caps at 1.0),
-        # threshold and show the normalised score.
-        floor = self.relativity * self.relativity
-        by_cube: dict[str, list[tuple[float, str]]] = {c: [] for c in readable_cubes(agent_id)}
-        items = entry.items
-        for doc_id, value in entry.index.relevance(terms).items():
-            if value >= floor and value > 0.0:
-                bucket = by_cube.get(items[doc_id].cube_id)
-                if bucket is not None:
-                    bucket.append((value, doc_id))
-        picked: list[tuple[float, float, str]] = []
-        pool_size = max(3 * top_k, 30)  # MMR looks at the best candidates only
-        for candidates in by_cube.values():
-            pool = [
-                ((value, doc_id), normalised(value), entry.index.token_set(doc_id))
-                for value, doc_id in heapq.nlargest(pool_size, candidates)
-            ]
-            for (value, doc_id), score, _tokens in mmr(pool, self.mmr_lambda, top_k):
-                picked.append((score, value, doc_id))
-        picked.sort(reverse=True)
-        return [replace(items[doc_id], score=round(score, 4)) for score, _, doc_id in picked]
+        embedding = self._embed_query(query)
+        try:
+            if not terms and embedding is None:
+                return []
+            entry, fingerprint = await self._user_index(tenant_id, user_id)
+            if not entry.items:
+                return []
+            cubes = readable_cubes(agent_id)
+            query_vector = await self._query_vector(embedding) if embedding else None
+            if query_vector is None:
+                return _rank_lexical(entry, terms, cubes, top_k, self.relativity, self.mmr_lambda)
+            vectors = await self._user_vectors(
+                tenant_id, user_id, entry, fingerprint, int(query_vector.shape[0])
+            )
+            return _rank_hybrid(
+                entry, terms, query_vector, vectors, cubes, top_k, self.relativity, self.mmr_lambda
+            )
+        finally:
+            if embedding is not None:
+                embedding[0].cancel()
+
+    # --- vectors -------------------------------------------------------------------------
+
+    def _embed_query(
+        self, query: str
+    ) -> tuple[asyncio.Task[npt.NDArray[np.float32]], float] | None:
+        """The query's embedding, started now, and the loop time it must be done by; None
+        without a client, or while the endpoint is left alone after a failure."""
+        if self.embedder is None:
+            return None
+        if time.monotonic() < self._embeddings_retry_at:
+            degraded.note("embeddings")
+            return None
+        loop = asyncio.get_running_loop()
+        return loop.create_task(self.embedder.embed_one(query)), loop.time() + self.query_timeout
+
+    async def _query_vector(
+        self, embedding: tuple[asyncio.Task[npt.NDArray[np.float32]], float]
+    ) -> npt.NDArray[np.float32] | None:
+        task, deadline = embedding
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await task
+        except Exception as exc:  # whatever went wrong, the search answers lexically
+            self._embeddings_retry_at = time.monotonic() + self.embedding_retry_seconds
+            detail = "no answer in time" if isinstance(exc, TimeoutError) else repr(exc)
+            log.warning("query embedding failed (%s); searching lexically", detail)
+            PROVIDER_FAILURES.labels(self.name, "embed_query").inc()
+            degraded.note("embeddings")
+            return None
+
+    async def _user_vectors(
+        self,
+        tenant_id: str,
+        user_id: str,
+        entry: _UserIndex,
+        fingerprint: Fingerprint,
+        dims: int,
+    ) -> UserVectors:
+        """The vectors of the user's live memories (those that have one), from the cache when
+        its version is this fingerprint, else refreshed: only missing vectors are read."""
+        assert self.embedder is not None
+        key = (tenant_id, user_id)
+        version = (fingerprint, dims)
+        cached = self.vectors.get(key)
+        if cached is not None and cached.version == version:
+            return cached
+        lock = self._vector_locks.get(key)
+        if lock is None:
+            lock = self._vector_locks[key] = asyncio.Lock()
+        async with lock:
+            cached = self.vectors.get(key)
+            if cached is not None and cached.version == version:
+                return cached
+            live = set(entry.items)
+            kept: list[int] = []
+            ids: list[str] = []
+            if cached is not None and cached.vectors.shape[1] == dims:
+                for row, memory_id in enumerate(cached.ids):
+                    if memory_id in live:
+                        kept.append(row)
+                        ids.append(memory_id)
+            held = set(ids)
+            missing = sorted(live - held)
+            model = self.embedder.model
+            async with self._engine.connect() as conn:
+                if cached is None or len(missing) > VECTOR_LOOKUP_LIMIT:
+                    found_ids, found = await vector_rows.load(conn, tenant_id, user_id, model, dims)
+                    kept, ids = [], []
+                elif missing:
+                    found_ids, found = await vector_rows.load(
+                        conn, tenant_id, user_id, model, dims, missing
+                    )
+                else:
+                    found_ids, found = [], np.zeros((0, dims), dtype=np.float32)
+            wanted = [n for n, memory_id in enumerate(found_ids) if memory_id in live]
+            parts = [found[wanted]]
+            if kept and cached is not None:
+                parts.insert(0, cached.vectors[kept])
+            ids += [found_ids[n] for n in wanted]
+            return self.vectors.put(key, ids, np.concatenate(parts), version)
 
     # --- the per-user index cache --------------------------------------------------------
 
     async def _fingerprint(
         self, conn: AsyncConnection, tenant_id: str, user_id: str
     ) -> Fingerprint:
-        query = select(func.count(), func.count(t.c.deleted_at)).where(
-            t.c.tenant_id == tenant_id, t.c.user_id == user_id
-        )
-        total, deleted = (await conn.execute(query)).one()
-        return int(total), int(deleted)
+        columns: list[Any] = [func.count(), func.count(t.c.deleted_at)]
+        if self.embedder is not None:
+            # The vector count in the same statement: one round trip, one consistent view.
+            columns.append(
+                select(func.count())
+                .select_from(e)
+                .where(
+                    e.c.tenant_id == tenant_id,
+                    e.c.user_id == user_id,
+                    e.c.model == self.embedder.model,
+                )
+                .scalar_subquery()
+            )
+        query = select(*columns).where(t.c.tenant_id == tenant_id, t.c.user_id == user_id)
+        row = (await conn.execute(query)).one()
+        return int(row[0]), int(row[1]), int(row[2]) if len(row) > 2 else 0
 
-    async def _user_index(self, tenant_id: str, user_id: str) -> _UserIndex:
+    async def _user_index(self, tenant_id: str, user_id: str) -> tuple[_UserIndex, Fingerprint]:
+        """The user's lexical index, fresh, and the fingerprint it was checked against."""
         key = (tenant_id, user_id)
         async with self._engine.connect() as conn:
             fingerprint = await self._fingerprint(conn, tenant_id, user_id)
         entry = self._cache.get(key)
-        if entry is not None and self._usable(entry, fingerprint, exact=True):
+        counts: Counts = fingerprint[:2]
+        if entry is not None and self._usable(entry, counts, exact=True):
             self._cache.move_to_end(key)
-            return entry
+            return entry, fingerprint
         # One load per user at a time; the others wait for it instead of loading the same.
         lock = self._locks.get(key)
         if lock is None:
@@ -342,24 +506,26 @@ class MySQLProvider:
         async with lock:
             entry = self._cache.get(key)
             # Loaded while this request waited, so from a fingerprint read after this one's.
-            if entry is not None and self._usable(entry, fingerprint, exact=False):
+            if entry is not None and self._usable(entry, counts, exact=False):
                 self._cache.move_to_end(key)
-                return entry
+                return entry, (*entry.fingerprint, fingerprint[2])
             async with self._engine.connect() as conn:
-                fingerprint, live_ids, added = await self._changes(conn, tenant_id, user_id, entry)
+                counts, live_ids, added = await self._changes(conn, tenant_id, user_id, entry)
             changes = (
                 len(added) if entry is None else 2 * len(added) + len(entry.items) - len(live_ids)
             )
             if entry is None or changes > INLINE_UPDATE_LIMIT:
                 # A cold load or a big change: tokenize and build off the event loop.
-                entry = await asyncio.to_thread(_build, fingerprint, live_ids, added, entry)
+                entry = await asyncio.to_thread(_build, counts, live_ids, added, entry)
             else:
-                _update(entry, fingerprint, live_ids, added)
+                _update(entry, counts, live_ids, added)
             self.rebuilds += 1
             self._store(key, entry)
-            return entry
+            # The vector count read before the live set: never newer than the vectors read
+            # after it, so a vector matrix tagged with it is refreshed rather than kept stale.
+            return entry, (*counts, fingerprint[2])
 
-    def _usable(self, entry: _UserIndex, fingerprint: Fingerprint, *, exact: bool) -> bool:
+    def _usable(self, entry: _UserIndex, fingerprint: Counts, *, exact: bool) -> bool:
         if time.monotonic() - entry.checked_at >= self._revalidate:
             return False
         if exact:
@@ -369,8 +535,8 @@ class MySQLProvider:
 
     async def _changes(
         self, conn: AsyncConnection, tenant_id: str, user_id: str, old: _UserIndex | None
-    ) -> tuple[Fingerprint, list[str], list[MemoryItem]]:
-        """A fresh fingerprint, the live ids and the live memories ``old`` lacks.
+    ) -> tuple[Counts, list[str], list[MemoryItem]]:
+        """Fresh counts, the live ids and the live memories ``old`` lacks.
 
         The fingerprint and the live ids come from one statement (one consistent view), the
         ids joined into one string: aiomysql decodes a thousand one-column rows in about
@@ -422,10 +588,104 @@ class MySQLProvider:
     def clear_cache(self) -> None:
         self._cache.clear()
         self._cached_memories = 0
+        self.vectors.clear()
+
+    async def aclose(self) -> None:
+        """Close the embeddings client's connections."""
+        if self.embedder is not None:
+            await self.embedder.aclose()
+
+
+def _pool_size(top_k: int) -> int:
+    return max(3 * top_k, 30)  # MMR looks at the best candidates only
+
+
+def _rank_lexical(
+    entry: _UserIndex,
+    terms: Sequence[str],
+    cubes: Sequence[str],
+    top_k: int,
+    relativity: float,
+    mmr_lambda: float,
+) -> list[MemoryItem]:
+    """Lexical search over one user's index (synchronous: the index cannot change under it)."""
+    if not terms:
+        return []
+    # Rank by relevance (it keeps ordering memories the displayed score caps at 1.0),
+    # threshold and show the normalised score.
+    floor = relativity * relativity
+    by_cube: dict[str, list[tuple[float, str]]] = {c: [] for c in cubes}
+    items = entry.items
+    for doc_id, value in entry.index.relevance(terms).items():
+        if value >= floor and value > 0.0:
+            bucket = by_cube.get(items[doc_id].cube_id)
+            if bucket is not None:
+                bucket.append((value, doc_id))
+    picked: list[tuple[float, float, str]] = []
+    for candidates in by_cube.values():
+        pool = [
+            ((value, doc_id), normalised(value), entry.index.token_set(doc_id))
+            for value, doc_id in heapq.nlargest(_pool_size(top_k), candidates)
+        ]
+        for (value, doc_id), score, _tokens in mmr(pool, mmr_lambda, top_k):
+            picked.append((score, value, doc_id))
+    picked.sort(reverse=True)
+    return [replace(items[doc_id], score=round(score, 4)) for score, _, doc_id in picked]
+
+
+def _rank_hybrid(
+    entry: _UserIndex,
+    terms: Sequence[str],
+    query: npt.NDArray[np.float32],
+    vectors: UserVectors,
+    cubes: Sequence[str],
+    top_k: int,
+    relativity: float,
+    mmr_lambda: float,
+) -> list[MemoryItem]:
+    """Lexical and vector rankings of each readable cube fused (memstream.embeddings.fusion),
+    then MMR on the fused scores (synchronous, like ``_rank_lexical``)."""
+    items = entry.items
+    pool_size = _pool_size(top_k)
+    lexical: dict[str, list[tuple[float, str]]] = {c: [] for c in cubes}
+    for doc_id, value in (entry.index.relevance(terms) if terms else {}).items():
+        bucket = lexical.get(items[doc_id].cube_id)
+        if bucket is not None and value > 0.0:
+            bucket.append((value, doc_id))
+    ids = vectors.ids
+    # The rows of memories still live (the index may have moved on since the matrix was read).
+    live = np.fromiter((memory_id in items for memory_id in ids), dtype=bool, count=len(ids))
+    rows = np.flatnonzero(live)
+    cosines = vectors.cosines(query)[rows]
+    entered = {ids[rows[n]] for n in entered_by_rank(cosines)}
+    by_cosine: dict[str, list[tuple[str, float]]] = {c: [] for c in cubes}
+    open_cubes = len(cubes)
+    for n in np.argsort(-cosines, kind="stable"):
+        memory_id = ids[rows[n]]
+        bucket_ = by_cosine.get(items[memory_id].cube_id)
+        if bucket_ is not None and len(bucket_) < pool_size:
+            bucket_.append((memory_id, float(cosines[n])))
+            open_cubes -= len(bucket_) == pool_size
+            if not open_cubes:
+                break
+    picked: list[tuple[float, float, str]] = []
+    for cube in cubes:
+        ranked = [
+            (doc_id, normalised(value))
+            for value, doc_id in heapq.nlargest(pool_size, lexical[cube])
+        ]
+        fused = fuse(
+            ranked, by_cosine[cube], threshold=relativity, entered=entered, limit=pool_size
+        )
+        pool = [((f.rrf, f.id), f.score, entry.index.token_set(f.id)) for f in fused]
+        for (rrf, doc_id), score, _tokens in mmr(pool, mmr_lambda, top_k):
+            picked.append((score, rrf, doc_id))
+    picked.sort(reverse=True)
+    return [replace(items[doc_id], score=round(score, 4)) for score, _, doc_id in picked]
 
 
 def _build(
-    fingerprint: Fingerprint,
+    fingerprint: Counts,
     live_ids: Sequence[str],
     added: Sequence[MemoryItem],
     old: _UserIndex | None,
@@ -446,7 +706,7 @@ def _build(
 
 def _update(
     entry: _UserIndex,
-    fingerprint: Fingerprint,
+    fingerprint: Counts,
     live_ids: Sequence[str],
     added: Sequence[MemoryItem],
 ) -> None:
@@ -469,6 +729,8 @@ def _new_row(memory: NewMemory, now: datetime) -> dict[str, Any]:
         raise ValueError(f"cube_id must be {USER_PROFILE!r} or 'agent_<agent_id>'")
     if not fold_spaces_and_case(memory.content):
         raise ValueError("memory content is empty")
+    if memory.kind not in MEMORY_KINDS:
+        raise ValueError(f"unknown memory kind {memory.kind!r}")
     memory_type: MemoryType = memory.memory_type
     return {
         "id": uuid.uuid4().hex,
@@ -483,6 +745,8 @@ def _new_row(memory: NewMemory, now: datetime) -> dict[str, Any]:
         "content_hash": content_hash(memory.content),
         "created_at": now,
         "deleted_at": None,
+        "kind": memory.kind,
+        "occurred_at": _naive_utc(memory.occurred_at),
     }
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import Connection, event, inspect, text
+from sqlalchemy import Column, Connection, Table, event, inspect, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.schema import CreateColumn
 
 from memstream.store.schema import metadata
 
@@ -58,12 +60,13 @@ async def ensure_database(url: str | URL) -> None:
 
 
 async def migrate(url: str | URL) -> list[str]:
-    """Create every missing table and index; safe to run any number of times."""
+    """Create every missing table, column and index; safe to run any number of times."""
     await ensure_database(url)
     engine = create_engine(url, pool_size=1)
     try:
         async with engine.begin() as conn:
             await conn.run_sync(metadata.create_all, checkfirst=True)
+            await conn.run_sync(_add_missing_columns)
             await conn.run_sync(_create_missing_indexes)
         return sorted(metadata.tables)
     finally:
@@ -78,3 +81,34 @@ def _create_missing_indexes(conn: Connection) -> None:
         for index in table.indexes:
             if index.name not in existing:
                 index.create(conn)
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    """``create_all`` skips tables that exist: add the columns added to them since.
+
+    A new column of an existing table must be nullable or have a server default, so that
+    the rows already there get a value (SQLite refuses anything else too)."""
+    inspector = inspect(conn)
+    for table in metadata.sorted_tables:
+        existing = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in existing:
+                _add_column(conn, table, column)
+
+
+def _add_column(conn: Connection, table: Table, column: Column[object]) -> None:
+    if not column.nullable and column.server_default is None:
+        raise RuntimeError(
+            f"cannot add {table.name}.{column.name} to existing rows: "
+            "it is NOT NULL without a server default"
+        )
+    preparer = conn.dialect.identifier_preparer
+    spec = CreateColumn(column).compile(dialect=conn.dialect)
+    statement = f"ALTER TABLE {preparer.format_table(table)} ADD COLUMN {spec}"
+    try:
+        conn.exec_driver_sql(statement)
+    except DBAPIError:
+        # Another migration running at the same time may have added it first.
+        columns = {c["name"] for c in inspect(conn).get_columns(table.name)}
+        if column.name not in columns:
+            raise

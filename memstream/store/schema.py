@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
@@ -13,14 +14,21 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     String,
     Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
 
 metadata = MetaData()
 
@@ -30,6 +38,45 @@ _PK = BigInteger().with_variant(Integer(), "sqlite")
 _LONG_TEXT = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
 _TIME = DateTime(timezone=False).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 _ID = String(128)
+
+
+class _FromHex(FunctionElement[bytes]):
+    """A parameter sent as hex text, turned back into bytes by MySQL (others pass it as is)."""
+
+    type = LargeBinary()
+    inherit_cache = True
+
+
+def _to_hex(value: bytes | None) -> str | None:
+    return None if value is None else bytes(value).hex()
+
+
+@compiles(_FromHex)
+def _from_hex(element: _FromHex, compiler: SQLCompiler, **kw: object) -> str:
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(_FromHex, "mysql")
+@compiles(_FromHex, "mariadb")
+def _from_hex_mysql(element: _FromHex, compiler: SQLCompiler, **kw: object) -> str:
+    return f"UNHEX({compiler.process(element.clauses, **kw)})"
+
+
+class Blob(TypeDecorator[bytes]):
+    """Binary data that aiomysql can send: with PyMySQL 1.2 it fails on every ``bytes``
+    parameter (``escape_bytes_prefixed`` is gone), so MySQL gets hex text and ``UNHEX``."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        if dialect.name in ("mysql", "mariadb"):
+            return _to_hex
+        return super().bind_processor(dialect)
+
+    def bind_expression(self, bindvalue: BindParameter[bytes]) -> ColumnElement[bytes]:
+        return _FromHex(bindvalue)
+
 
 MYSQL_TABLE_ARGS: dict[str, Any] = {
     "mysql_engine": "InnoDB",
@@ -96,6 +143,11 @@ long_term_memory = Table(
     Column("content_hash", String(64), nullable=False),
     Column("created_at", _TIME, nullable=False),
     Column("deleted_at", _TIME, nullable=True),
+    # "fact" (distilled, kept until contradicted) or "episode" (what was said, dated); the
+    # server default fills rows written before the column existed.
+    Column("kind", String(16), nullable=False, default="fact", server_default="fact"),
+    # When what the memory says happened or was said (episodes), as opposed to when stored.
+    Column("occurred_at", _TIME, nullable=True),
     UniqueConstraint("tenant_id", "user_id", "cube_id", "content_hash", name="uq_memory_content"),
     Index("ix_memory_scope", "tenant_id", "user_id", "cube_id", "deleted_at"),
     # Stats: memories of a tenant per time bucket and type (covering for the trend query).
@@ -112,6 +164,27 @@ long_term_memory = Table(
     ),
     # Stats: the newest live memories of a cube.
     Index("ix_memory_cube_time", "tenant_id", "cube_id", "deleted_at", "created_at"),
+    # The embedding backfill walks memories in the order they were written.
+    Index("ix_memory_written", "created_at", "id"),
+    **MYSQL_TABLE_ARGS,
+)
+
+# One vector per memory and embedding model, float32 little-endian in ``vector``. Rows are
+# only ever inserted (memstream.providers.mysql explains why that matters); a memory's vectors
+# stay when it is deleted and are never read again, like the memory row itself.
+memory_embedding = Table(
+    "memory_embedding",
+    metadata,
+    Column("memory_id", String(64), primary_key=True),
+    Column("model", String(128), primary_key=True),
+    Column("tenant_id", _ID, nullable=False),
+    Column("user_id", _ID, nullable=False),
+    Column("dims", Integer, nullable=False),
+    # BLOB on MySQL: up to 65,535 bytes, 16,383 dimensions.
+    Column("vector", Blob, nullable=False),
+    Column("created_at", _TIME, nullable=False),
+    # A search loads and counts one user's vectors of one model.
+    Index("ix_embedding_user", "tenant_id", "user_id", "model"),
     **MYSQL_TABLE_ARGS,
 )
 
@@ -201,5 +274,23 @@ search_stat = Table(
             "le_inf",
         )
     ),
+    **MYSQL_TABLE_ARGS,
+)
+
+# Dead letters ``memstream redrive`` has sent back, keyed by where each sits in the dead-letter
+# topic. A row is written ("sending") before its letter is sent and marked "sent" once the broker
+# has it, so no letter is ever sent twice, not even by a run after one that was interrupted.
+redriven_letter = Table(
+    "redriven_letter",
+    metadata,
+    Column("topic", String(255), primary_key=True),  # the dead-letter topic, prefix included
+    Column("letter_partition", Integer, primary_key=True, autoincrement=False),
+    Column("letter_offset", BigInteger, primary_key=True, autoincrement=False),
+    Column("reason", String(64), nullable=False),
+    Column("stage", String(64), nullable=False),
+    Column("target_topic", String(255), nullable=False),
+    Column("state", String(8), nullable=False),  # sending, sent
+    Column("claimed_at", _TIME, nullable=False),
+    Column("sent_at", _TIME, nullable=True),
     **MYSQL_TABLE_ARGS,
 )

@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible embeddings server: deterministic vectors, scripted faults."""
+"""A fake OpenAI-compatible embeddings server: deterministic vectors, scripted faults, and
+scripted meanings (texts given vectors close to each other)."""
 
 from __future__ import annotations
 
@@ -36,11 +37,13 @@ class Fault:
 
 @dataclass
 class EmbeddingScript:
-    """What the server answers: ``faults`` in order, then good answers of ``dimension``;
-    every request body and its headers are kept."""
+    """What the server answers: ``faults`` in order, then good answers of ``dimension``
+    (the vector ``meanings`` gives a text, else a pseudo-random one); every request body and
+    its headers are kept."""
 
     dimension: int = 8
     faults: list[Fault | int] = field(default_factory=list)
+    meanings: dict[str, list[float]] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -76,7 +79,11 @@ def embeddings_app(script: EmbeddingScript) -> FastAPI:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         dimension = fault.dimension or script.dimension
         data = [
-            {"object": "embedding", "index": i, "embedding": fake_vector(text, dimension)}
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": script.meanings.get(text) or fake_vector(text, dimension),
+            }
             for i, text in enumerate(texts)
         ]
         data = data[: len(data) - fault.missing]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,30 @@ async def test_add_is_idempotent_by_content_per_cube(provider: MySQLProvider, te
     assert item.id not in {m.id for m in batch}
     live = await provider.list_live(tenant, "u1", "a1")
     assert sorted(m.cube_id for m in live) == ["agent_a1", USER_PROFILE]
+
+
+async def test_kind_and_date_are_stored_and_returned(provider: MySQLProvider, tenant: str) -> None:
+    said = datetime(2026, 3, 1, 18, 30, tzinfo=timezone(timedelta(hours=2)))
+    episode = replace(
+        memory(tenant, "On 1 March 2026 the user said they ran a half marathon."),
+        kind="episode",
+        occurred_at=said,
+    )
+    fact = memory(tenant, "The user runs half marathons.")
+    stored = await provider.add([episode, fact])
+    assert [(m.kind, m.occurred_at) for m in stored] == [
+        ("episode", datetime(2026, 3, 1, 16, 30, tzinfo=UTC)),
+        ("fact", None),
+    ]
+    # The same from a cold read, a search and a listing.
+    fresh = MySQLProvider(provider._engine)
+    hits = {h.id: h for h in await fresh.search(tenant, "u1", None, "half marathon")}
+    assert hits[stored[0].id].kind == "episode" and hits[stored[1].id].kind == "fact"
+    assert hits[stored[0].id].occurred_at == said
+    listed = {m.id: m for m in await fresh.list_live(tenant, "u1", None)}
+    assert listed[stored[0].id].occurred_at == said and listed[stored[1].id].occurred_at is None
+    with pytest.raises(ValueError, match="kind"):
+        await provider.add([replace(fact, content="Other.", kind="rumour")])  # type: ignore[arg-type]
 
 
 async def test_rejects_bad_input(provider: MySQLProvider, tenant: str) -> None:

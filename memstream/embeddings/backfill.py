@@ -1,0 +1,179 @@
+"""Vectors for the built-in store's memories, filled in after they were written.
+
+Nothing that writes a memory waits for an embedding: the long-term chain, ``POST
+/v1/memories`` and imports insert rows, and this loop (a worker timer, memstream.agents.embed)
+finds live memories without a vector of the configured model and stores one, so a slow or
+absent endpoint never holds up the stream. A memory without a vector is still found
+lexically.
+
+Each ``tick`` embeds at most ``per_tick`` memories, in batches of the client's batch size,
+oldest written first. It walks ``long_term_memory`` by (``created_at``, ``id``) from where the
+last tick stopped, so a tick reads only what is new. Once it has caught up it steps back
+``lookback_seconds``, so a row that another process stamped with an earlier time but committed
+later is still seen, and every ``sweep_seconds`` it starts again from the beginning (a writer
+whose clock lags further, a vector lost with a database restored from backup).
+
+When the endpoint fails, the tick stops where it is and the next one tries the same memories
+again (the client has already retried the batch with backoff). When a batch fails, one short
+probe text tells an endpoint that is down (the tick stops) from one that refuses a text of the
+batch: then each memory is tried alone, and one still refused is counted and passed over
+until the next sweep. A failing
+database is the same as a failing endpoint: logged, and tried again next tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from prometheus_client import Counter
+from sqlalchemy import Row, and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.embeddings import rows as vector_rows
+from memstream.embeddings.client import EmbeddingClient
+from memstream.errors import EmbeddingError
+from memstream.store.schema import long_term_memory as t
+from memstream.store.schema import memory_embedding as e
+
+log = logging.getLogger(__name__)
+
+EMBEDDED = Counter(
+    "memstream_memory_embeddings_total",
+    "Memories the embedding backfill handled, by outcome (stored, refused, failed).",
+    ["outcome"],
+)
+
+# A text every endpoint embeds: answering it shows the endpoint is up.
+PROBE = "memory"
+
+Position = tuple[datetime, str]  # (created_at, id) of the last memory handled
+Pending = Row[tuple[str, str, str, str, datetime]]  # id, tenant, user, content, created_at
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    """What one tick did: vectors stored, memories refused, and the failure that ended it."""
+
+    stored: int = 0
+    refused: int = 0
+    error: str | None = None
+
+
+class EmbeddingBackfill:
+    """Stores a vector for every live memory of ``long_term_memory`` that lacks one."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        client: EmbeddingClient,
+        *,
+        per_tick: int | None = None,
+        lookback_seconds: float = 300.0,
+        sweep_seconds: float = 3600.0,
+        tenant_id: str | None = None,
+    ) -> None:
+        self._engine = engine
+        self.tenant_id = tenant_id  # only this tenant's memories (an import, a benchmark)
+        self.client = client
+        self.per_tick = per_tick or 4 * client.batch_size
+        self.lookback = timedelta(seconds=lookback_seconds)
+        self.sweep_seconds = sweep_seconds
+        self._position: Position | None = None  # None: from the first memory ever written
+        self._swept_at = time.monotonic()
+
+    async def tick(self) -> TickResult:
+        """Embed the next memories lacking a vector; never raises for the endpoint or the
+        database (the next tick tries again)."""
+        if time.monotonic() - self._swept_at >= self.sweep_seconds:
+            self._position, self._swept_at = None, time.monotonic()
+        try:
+            pending = await self._pending()
+        except Exception as exc:
+            log.warning("embedding backfill cannot read memories: %r", exc)
+            return TickResult(error=repr(exc))
+        if not pending:
+            self._rewind()
+            return TickResult()
+        stored = refused = 0
+        for start in range(0, len(pending), self.client.batch_size):
+            batch = pending[start : start + self.client.batch_size]
+            try:
+                done, skipped = await self._embed(batch)
+            except Exception as exc:
+                EMBEDDED.labels("failed").inc(len(batch))
+                log.warning("embedding backfill stopped, tried again next tick: %s", exc)
+                return TickResult(stored, refused, str(exc))
+            stored += done
+            refused += skipped
+            last = batch[-1]
+            self._position = (last.created_at, last.id)
+        return TickResult(stored, refused)
+
+    async def run_until_done(self, *, max_ticks: int = 1_000_000) -> TickResult:
+        """Tick until nothing is left or a tick fails (benchmarks, tests, an import)."""
+        stored = refused = 0
+        for _ in range(max_ticks):
+            result = await self.tick()
+            stored += result.stored
+            refused += result.refused
+            if result.error is not None or not (result.stored or result.refused):
+                return TickResult(stored, refused, result.error)
+        return TickResult(stored, refused)
+
+    async def _pending(self) -> Sequence[Pending]:
+        """The next live memories after the position that lack a vector of the model."""
+        has_vector = and_(e.c.memory_id == t.c.id, e.c.model == self.client.model)
+        query = (
+            select(t.c.id, t.c.tenant_id, t.c.user_id, t.c.content, t.c.created_at)
+            .select_from(t.outerjoin(e, has_vector))
+            .where(t.c.deleted_at.is_(None), e.c.memory_id.is_(None))
+            .order_by(t.c.created_at, t.c.id)
+            .limit(self.per_tick)
+        )
+        if self.tenant_id is not None:
+            query = query.where(t.c.tenant_id == self.tenant_id)
+        if self._position is not None:
+            at, memory_id = self._position
+            query = query.where(
+                or_(t.c.created_at > at, and_(t.c.created_at == at, t.c.id > memory_id))
+            )
+        async with self._engine.connect() as conn:
+            return (await conn.execute(query)).all()
+
+    async def _embed(self, batch: Sequence[Pending]) -> tuple[int, int]:
+        """Store the batch's vectors: (stored, refused). Raises when the endpoint is down."""
+        try:
+            vectors = [*await self.client.embed([row.content for row in batch])]
+            keep = list(batch)
+        except EmbeddingError:
+            # Down, or refusing one of the texts? A probe tells: down raises again here.
+            await self.client.embed_one(PROBE)
+            keep, vectors = [], []
+            for row in batch:
+                try:
+                    vectors.append(await self.client.embed_one(row.content))
+                except EmbeddingError as exc:
+                    log.warning("the embeddings endpoint refuses memory %s: %s", row.id, exc)
+                else:
+                    keep.append(row)
+        rows = [
+            vector_rows.VectorRow(row.id, row.tenant_id, row.user_id, vector)
+            for row, vector in zip(keep, vectors, strict=True)
+        ]
+        async with self._engine.begin() as conn:
+            await vector_rows.store(conn, self.client.model, rows)
+        refused = len(batch) - len(keep)
+        EMBEDDED.labels("stored").inc(len(rows))
+        if refused:
+            EMBEDDED.labels("refused").inc(refused)
+        return len(rows), refused
+
+    def _rewind(self) -> None:
+        """Caught up: next time, look again at what was written in the last few minutes."""
+        back = datetime.now(UTC).replace(tzinfo=None) - self.lookback
+        if self._position is None or self._position[0] > back:
+            self._position = (back, "")

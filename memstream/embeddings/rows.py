@@ -1,0 +1,94 @@
+"""How memory vectors are kept in ``memory_embedding``: float32 little-endian bytes, one row per
+memory and model, only ever inserted."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Insert, select
+from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from memstream.store.schema import memory_embedding as e
+
+_DTYPE = np.dtype("<f4")
+_CHUNK = 500  # ids per IN (...) list
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRow:
+    """One memory's vector, to be stored."""
+
+    memory_id: str
+    tenant_id: str
+    user_id: str
+    vector: npt.NDArray[np.float32]
+
+
+def encode(vector: npt.NDArray[np.float32]) -> bytes:
+    return np.ascontiguousarray(vector, dtype=_DTYPE).tobytes()
+
+
+def insert_ignore(dialect: str) -> Insert:
+    """An insert that leaves a vector already stored for the memory and model as it is."""
+    if dialect == "sqlite":
+        return sqlite.insert(e).on_conflict_do_nothing()
+    stmt = mysql.insert(e)
+    return stmt.on_duplicate_key_update(memory_id=stmt.inserted.memory_id)
+
+
+async def store(conn: AsyncConnection, model: str, rows: Sequence[VectorRow]) -> None:
+    """Insert the vectors of ``rows`` under ``model`` (a vector stored before stays)."""
+    if not rows:
+        return
+    now = datetime.now(UTC).replace(tzinfo=None)
+    values: list[dict[str, Any]] = [
+        {
+            "memory_id": row.memory_id,
+            "model": model,
+            "tenant_id": row.tenant_id,
+            "user_id": row.user_id,
+            "dims": int(row.vector.shape[0]),
+            "vector": encode(row.vector),
+            "created_at": now,
+        }
+        for row in rows
+    ]
+    await conn.execute(insert_ignore(conn.dialect.name), values)
+
+
+async def load(
+    conn: AsyncConnection,
+    tenant_id: str,
+    user_id: str,
+    model: str,
+    dims: int,
+    ids: Sequence[str] | None = None,
+) -> tuple[list[str], npt.NDArray[np.float32]]:
+    """The user's vectors of ``model`` with ``dims`` dimensions (only those of ``ids`` when
+    given): their memory ids and one row each."""
+    base = select(e.c.memory_id, e.c.vector).where(
+        e.c.tenant_id == tenant_id, e.c.user_id == user_id, e.c.model == model, e.c.dims == dims
+    )
+    queries = [base] if ids is None else [base.where(e.c.memory_id.in_(c)) for c in _chunks(ids)]
+    found_ids: list[str] = []
+    blobs: list[bytes] = []
+    width = dims * _DTYPE.itemsize
+    for query in queries:
+        for row in (await conn.execute(query)).all():
+            blob = bytes(row.vector)
+            if len(blob) == width:  # a row written wrong is left out, never misread
+                found_ids.append(row.memory_id)
+                blobs.append(blob)
+    matrix = np.frombuffer(b"".join(blobs), dtype=_DTYPE).reshape(len(blobs), dims)
+    return found_ids, matrix.astype(np.float32, copy=False)
+
+
+def _chunks(values: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(values), _CHUNK):
+        yield values[start : start + _CHUNK]

@@ -1,0 +1,341 @@
+"""Hybrid search in the built-in store: vectors filled in by the backfill, lexical and vector
+ranks fused, and lexical answers (said as degraded) when the embeddings endpoint fails; on
+MariaDB and SQLite, with the local fake embeddings server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.embeddings.backfill import EmbeddingBackfill
+from memstream.embeddings.client import EmbeddingClient
+from memstream.launch import free_port
+from memstream.memory import USER_PROFILE, NewMemory, agent_cube
+from memstream.providers import degraded
+from memstream.providers.mysql import MySQLProvider
+from memstream.retrieval import RELATIVITY
+from memstream.store.database import create_engine, migrate
+from memstream.store.schema import long_term_memory, memory_embedding
+from tests.fakes.embeddings import EmbeddingScript, Fault, embeddings_app
+from tests.fakes.http import serve
+
+pytestmark = pytest.mark.integration
+
+MARIADB_URL = "mysql+aiomysql://root@127.0.0.1:3306/memstream"
+DIMENSION = 384  # unrelated random vectors then have cosines near 0, as a real model's do
+MODEL = "fake-minilm"
+
+QUESTION = "Where should I eat tonight?"
+VEGETARIAN = "The user is vegetarian."
+FACTS = [
+    VEGETARIAN,
+    "The user lives in Berlin.",
+    "The user plays the cello on weekends.",
+    "The user works night shifts as a nurse.",
+]
+
+
+def axis(n: int) -> np.ndarray:
+    vector = np.zeros(DIMENSION)
+    vector[n] = 1.0
+    return vector
+
+
+def at_cosine(cosine: float, to: int, other: int) -> list[float]:
+    """A unit vector whose cosine with ``axis(to)`` is ``cosine``."""
+    vector = cosine * axis(to) + np.sqrt(1.0 - cosine * cosine) * axis(other)
+    return [float(x) for x in vector]
+
+
+@pytest.fixture(params=["sqlite", "mariadb"])
+async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}" if request.param == "sqlite" else None
+    url = url or MARIADB_URL
+    try:
+        await migrate(url)
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.fail(f"{url} is not reachable: {exc}; start the services with `make services`")
+    engine = create_engine(url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def script() -> EmbeddingScript:
+    # The question sits on axis 0; the vegetarian memory is close to it in meaning and
+    # shares no word with it; every other text gets a random vector (cosine about 0).
+    return EmbeddingScript(
+        dimension=DIMENSION,
+        meanings={QUESTION: at_cosine(1.0, 0, 1), VEGETARIAN: at_cosine(0.55, 0, 2)},
+    )
+
+
+@pytest.fixture
+def server(script: EmbeddingScript) -> Iterator[str]:
+    with serve(embeddings_app(script)) as url:
+        yield f"{url}/v1"
+
+
+def client(url: str, **options: float) -> EmbeddingClient:
+    defaults: dict[str, float] = {"max_attempts": 1, "backoff_base": 0.01, "timeout": 2.0}
+    return EmbeddingClient(url, MODEL, **{**defaults, **options})  # type: ignore[arg-type]
+
+
+def memory(tenant: str, content: str, *, user: str = "u1", cube: str = USER_PROFILE) -> NewMemory:
+    agent = cube.removeprefix("agent_") if cube != USER_PROFILE else None
+    return NewMemory(tenant, user, agent, cube, "text_mem", content, 6, ("e1",))
+
+
+def backfill(
+    db: AsyncEngine, url: str, tenant: str, *, per_tick: int | None = None, **options: float
+) -> EmbeddingBackfill:
+    """The backfill over this test's tenant only (the shared database holds other tests')."""
+    return EmbeddingBackfill(db, client(url, **options), per_tick=per_tick, tenant_id=tenant)
+
+
+def hybrid(db: AsyncEngine, url: str, **options: float) -> MySQLProvider:
+    return MySQLProvider(db, embedder=client(url), **options)  # type: ignore[arg-type]
+
+
+async def vector_count(db: AsyncEngine, tenant: str) -> int:
+    query = select(func.count()).where(memory_embedding.c.tenant_id == tenant)
+    async with db.connect() as conn:
+        return int((await conn.execute(query)).scalar_one())
+
+
+async def test_a_question_finds_a_memory_sharing_no_word_with_it(
+    db: AsyncEngine, server: str, tenant: str
+) -> None:
+    provider = hybrid(db, server)
+    await provider.add([memory(tenant, fact) for fact in FACTS])
+    lexical = MySQLProvider(db)
+    assert await lexical.search(tenant, "u1", None, QUESTION) == []
+
+    done = await backfill(db, server, tenant).run_until_done()
+    assert done.stored >= len(FACTS) and done.error is None
+    with degraded.collect() as fell_back:
+        hits = await provider.search(tenant, "u1", None, QUESTION)
+    assert fell_back == []
+    assert [h.content for h in hits] == [VEGETARIAN]
+    assert RELATIVITY <= hits[0].score <= 1.0
+    # Words still count: a lexical match ranks as before, the meaning adds to it.
+    hits = await provider.search(tenant, "u1", None, "Where does the user live? Berlin")
+    assert hits[0].content == "The user lives in Berlin."
+    await provider.aclose()
+
+
+async def test_a_faint_best_match_enters_when_it_clearly_beats_the_rest(
+    db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str
+) -> None:
+    """MiniLM relates the question to the vegetarian memory at a cosine of only 0.128, while
+    the user's other memories score about 0.03: the best hit enters by rank."""
+    script.meanings[VEGETARIAN] = at_cosine(0.128, 0, 2)
+    script.meanings["The user lives in Berlin."] = at_cosine(0.033, 0, 3)
+    provider = hybrid(db, server)
+    await provider.add([memory(tenant, fact) for fact in FACTS[:2]])
+    await backfill(db, server, tenant).run_until_done()
+    hits = await provider.search(tenant, "u1", None, QUESTION)
+    assert [h.content for h in hits] == [VEGETARIAN]
+    assert hits[0].score == pytest.approx(RELATIVITY)
+    await provider.aclose()
+
+
+async def test_memories_without_a_vector_are_found_lexically(
+    db: AsyncEngine, server: str, tenant: str
+) -> None:
+    provider = hybrid(db, server)
+    await provider.add([memory(tenant, fact) for fact in FACTS])
+    await backfill(db, server, tenant).run_until_done()
+    assert (await provider.search(tenant, "u1", None, QUESTION))[0].content == VEGETARIAN
+    # Written after the backfill ran: no vector yet, found by its words all the same.
+    late = await provider.add([memory(tenant, "The user adopted a greyhound named Pixel.")])
+    hits = await provider.search(tenant, "u1", None, "greyhound Pixel")
+    assert [h.id for h in hits] == [late[0].id]
+    # Once it has a vector, the matrix follows without a full reload.
+    assert (await backfill(db, server, tenant).run_until_done()).stored == 1
+    hits = await provider.search(tenant, "u1", None, "greyhound Pixel")
+    assert [h.id for h in hits] == [late[0].id]
+    entry = provider.vectors.get((tenant, "u1"))
+    assert entry is not None and late[0].id in entry.ids and len(entry.ids) == len(FACTS) + 1
+
+
+async def test_vectors_of_deleted_memories_are_never_returned(
+    db: AsyncEngine, server: str, tenant: str
+) -> None:
+    provider = hybrid(db, server)
+    stored = await provider.add([memory(tenant, fact) for fact in FACTS])
+    await backfill(db, server, tenant).run_until_done()
+    assert (await provider.search(tenant, "u1", None, QUESTION))[0].id == stored[0].id
+    await MySQLProvider(db).delete(tenant, [stored[0].id])  # another process deletes it
+    assert await provider.search(tenant, "u1", None, QUESTION) == []
+    await provider.delete_user(tenant, "u1")
+    assert await provider.search(tenant, "u1", None, QUESTION) == []
+
+
+async def test_the_agent_cube_and_other_users_stay_apart(
+    db: AsyncEngine, server: str, tenant: str
+) -> None:
+    provider = hybrid(db, server)
+    await provider.add(
+        [
+            memory(tenant, VEGETARIAN, cube=agent_cube("a1")),
+            memory(tenant, VEGETARIAN, user="u2"),
+            memory(tenant, "The user lives in Berlin."),
+        ]
+    )
+    await backfill(db, server, tenant).run_until_done()
+    assert await provider.search(tenant, "u1", None, QUESTION) == []  # agent cube not readable
+    hits = await provider.search(tenant, "u1", "a1", QUESTION)
+    assert [(h.cube_id, h.user_id) for h in hits] == [(agent_cube("a1"), "u1")]
+
+
+@pytest.mark.parametrize("fault", ["down", "slow"])
+async def test_an_embeddings_outage_answers_lexically_and_says_so(
+    db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str, fault: str
+) -> None:
+    provider = hybrid(db, server)
+    await provider.add([memory(tenant, fact) for fact in FACTS])
+    await backfill(db, server, tenant).run_until_done()
+    if fault == "down":
+        provider.embedder = client(f"http://127.0.0.1:{free_port()}/v1")
+    else:
+        script.faults = [Fault(delay=2.0)]
+    provider.query_timeout = 0.3
+    asked = len(script.requests)
+    began = time.perf_counter()
+    with degraded.collect() as fell_back:
+        hits = await provider.search(tenant, "u1", None, "cello weekends")
+    assert time.perf_counter() - began < 1.5
+    assert fell_back == ["embeddings"]
+    assert [h.content for h in hits] == ["The user plays the cello on weekends."]
+    # Until the retry pause is over the endpoint is left alone: no wait, still said.
+    asked_after = len(script.requests)
+    with degraded.collect() as fell_back:
+        assert await provider.search(tenant, "u1", None, QUESTION) == []
+    assert fell_back == ["embeddings"] and len(script.requests) == asked_after
+    assert asked_after <= asked + 1
+    # Back to hybrid once the pause is over and the endpoint answers.
+    provider.embedder = client(server)
+    provider._embeddings_retry_at = 0.0
+    with degraded.collect() as fell_back:
+        assert (await provider.search(tenant, "u1", None, QUESTION))[0].content == VEGETARIAN
+    assert fell_back == []
+
+
+async def test_a_search_without_a_collector_notes_nothing(db: AsyncEngine, tenant: str) -> None:
+    provider = MySQLProvider(db, embedder=client(f"http://127.0.0.1:{free_port()}/v1"))
+    await provider.add([memory(tenant, fact) for fact in FACTS])
+    hits = await provider.search(tenant, "u1", None, "cello")
+    assert [h.content for h in hits] == ["The user plays the cello on weekends."]
+
+
+async def test_the_vector_cache_is_bounded_by_bytes(
+    db: AsyncEngine, server: str, tenant: str
+) -> None:
+    users = [f"u{n}" for n in range(4)]
+    for user in users:
+        rows = [memory(tenant, f"{user} note {n} about trains.", user=user) for n in range(40)]
+        await MySQLProvider(db).add([*rows, memory(tenant, VEGETARIAN, user=user)])
+    await backfill(db, server, tenant).run_until_done()
+    one_user = 41 * DIMENSION * 4
+    provider = hybrid(db, server, vector_cache_bytes=int(2.5 * one_user))
+    for user in users:
+        hits = await provider.search(tenant, user, None, QUESTION)
+        assert hits[0].content == VEGETARIAN
+        assert provider.vectors.nbytes <= provider.vectors.max_bytes
+    assert len(provider.vectors) == 2 and provider.vectors.evictions == 2
+    assert (tenant, users[0]) not in provider.vectors
+    # An evicted user is read again, the answer unchanged.
+    assert (await provider.search(tenant, users[0], None, QUESTION))[0].content == VEGETARIAN
+    # A user larger than the whole cache is served and not kept.
+    tiny = hybrid(db, server, vector_cache_bytes=one_user // 2)
+    assert (await tiny.search(tenant, users[1], None, QUESTION))[0].content == VEGETARIAN
+    assert len(tiny.vectors) == 0 and tiny.vectors.nbytes == 0
+
+
+async def test_backfill_batches_bounds_each_tick_and_skips_deleted(
+    db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str
+) -> None:
+    provider = MySQLProvider(db)
+    stored = await provider.add([memory(tenant, f"Fact number {n}.") for n in range(12)])
+    await provider.delete(tenant, [stored[0].id])
+    job = backfill(db, server, tenant, batch_size=3, per_tick=7)
+    first = await job.tick()
+    assert first.stored == 7 and first.error is None
+    assert all(len(batch) <= 3 for batch in script.batches)
+    second = await job.tick()
+    assert second.stored == 4  # the deleted memory is not embedded
+    assert await vector_count(db, tenant) == 11
+    assert (await job.tick()).stored == 0
+    # Every stored vector is the unit vector of its memory's text, float32.
+    async with db.connect() as conn:
+        row = (
+            await conn.execute(
+                select(memory_embedding).where(memory_embedding.c.memory_id == stored[1].id)
+            )
+        ).one()
+    assert row.model == MODEL and row.dims == DIMENSION and row.user_id == "u1"
+    assert abs(np.linalg.norm(np.frombuffer(row.vector, dtype="<f4")) - 1.0) < 1e-5
+
+
+async def test_backfill_retries_on_the_next_tick_when_the_endpoint_fails(
+    db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str
+) -> None:
+    await MySQLProvider(db).add([memory(tenant, fact) for fact in FACTS])
+    job = backfill(db, server, tenant, max_attempts=2)
+    script.faults = [503, 503, 503, 503]  # the batch (twice) and the probe (twice)
+    failed = await job.tick()
+    assert failed.stored == 0 and failed.error and "503" in failed.error
+    assert await vector_count(db, tenant) == 0
+    recovered = await job.tick()
+    assert recovered.stored == len(FACTS) and recovered.error is None
+    assert await vector_count(db, tenant) == len(FACTS)
+
+
+async def test_backfill_passes_over_a_text_the_endpoint_refuses(
+    db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str
+) -> None:
+    stored = await MySQLProvider(db).add(
+        [memory(tenant, f"Item {n} on the list.") for n in range(3)]
+    )
+    # The batch is refused, the probe answered, then the second memory alone is refused.
+    script.faults = [400, Fault(), Fault(), 400]
+    result = await backfill(db, server, tenant).tick()
+    assert (result.stored, result.refused, result.error) == (2, 1, None)
+    query = select(memory_embedding.c.memory_id).where(memory_embedding.c.tenant_id == tenant)
+    async with db.connect() as conn:
+        ids = set((await conn.execute(query)).scalars())
+    assert ids == {stored[0].id, stored[2].id}
+
+
+async def test_backfill_sees_rows_committed_late_with_an_earlier_time(
+    db: AsyncEngine, server: str, tenant: str
+) -> None:
+    job = EmbeddingBackfill(db, client(server), lookback_seconds=60, tenant_id=tenant)
+    provider = MySQLProvider(db)
+    await provider.add([memory(tenant, "Written first.")])
+    assert (await job.run_until_done()).stored == 1
+
+    async def written_at(content: str, seconds_ago: float) -> None:
+        stored = await provider.add([memory(tenant, content)])
+        stamp = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=seconds_ago)
+        async with db.begin() as conn:
+            t = long_term_memory
+            await conn.execute(update(t).where(t.c.id == stored[0].id).values(created_at=stamp))
+
+    # Stamped before the newest memory handled, but within the lookback: the next tick.
+    await written_at("Stamped half a minute ago by a slow writer.", 30)
+    assert (await job.run_until_done()).stored == 1
+    # Stamped long before: only the next sweep from the beginning finds it.
+    await written_at("Stamped two hours ago by a host whose clock is behind.", 7200)
+    assert (await job.run_until_done()).stored == 0
+    job.sweep_seconds = 0.0
+    assert (await job.run_until_done()).stored == 1
+    assert await vector_count(db, tenant) == 3

@@ -1,0 +1,143 @@
+"""``memstream migrate`` upgrades a database made by an older release: missing tables, columns
+and indexes are added, rows already there keep their data; on SQLite and MariaDB."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import (
+    JSON,
+    Column,
+    Connection,
+    DateTime,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    inspect,
+    text,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.memory import USER_PROFILE, NewMemory
+from memstream.providers.mysql import MySQLProvider, content_hash
+from memstream.store.database import create_engine, migrate
+
+pytestmark = pytest.mark.integration
+
+MARIADB_SERVER = "mysql+aiomysql://root@127.0.0.1:3306"
+OLD_CONTENT = "The user keeps bees on the roof."
+
+# ``long_term_memory`` as the first releases created it: no kind, no occurred_at.
+old = MetaData()
+Table(
+    "long_term_memory",
+    old,
+    Column("id", String(64), primary_key=True),
+    Column("tenant_id", String(128), nullable=False),
+    Column("user_id", String(128), nullable=False),
+    Column("agent_id", String(128), nullable=True),
+    Column("cube_id", String(140), nullable=False),
+    Column("memory_type", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("importance", SmallInteger, nullable=False),
+    Column("source_event_ids", JSON, nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("deleted_at", DateTime, nullable=True),
+)
+
+
+@pytest.fixture(params=["sqlite", "mariadb"])
+async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+        return
+    name = f"memstream_migrate_{uuid.uuid4().hex[:10]}"
+    server = create_engine(MARIADB_SERVER)
+    try:
+        async with server.begin() as conn:
+            await conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.fail(f"MariaDB is not reachable: {exc}; start the services with `make services`")
+    try:
+        yield f"{MARIADB_SERVER}/{name}"
+    finally:
+        async with server.begin() as conn:
+            await conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        await server.dispose()
+
+
+async def columns_and_indexes(engine: AsyncEngine, table: str) -> tuple[set[str], set[str]]:
+    def read(sync_conn: Connection) -> tuple[set[str], set[str]]:
+        inspector = inspect(sync_conn)
+        columns = {c["name"] for c in inspector.get_columns(table)}
+        return columns, {i["name"] for i in inspector.get_indexes(table) if i["name"]}
+
+    async with engine.connect() as conn:
+        return await conn.run_sync(read)
+
+
+async def test_migrate_adds_what_an_old_database_lacks(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(old.create_all)
+            await conn.execute(
+                old.tables["long_term_memory"].insert(),
+                [
+                    {
+                        "id": "old-1",
+                        "tenant_id": "t",
+                        "user_id": "u1",
+                        "agent_id": None,
+                        "cube_id": USER_PROFILE,
+                        "memory_type": "text_mem",
+                        "content": OLD_CONTENT,
+                        "importance": 5,
+                        "source_event_ids": ["e1"],
+                        "content_hash": content_hash(OLD_CONTENT),
+                        "created_at": datetime(2025, 5, 1, 12, 0),
+                    }
+                ],
+            )
+        columns, indexes = await columns_and_indexes(engine, "long_term_memory")
+        assert "kind" not in columns and "ix_memory_written" not in indexes
+
+        await migrate(url)
+        await migrate(url)  # and again: nothing left to do, no error
+
+        columns, indexes = await columns_and_indexes(engine, "long_term_memory")
+        assert {"kind", "occurred_at"} <= columns
+        assert "ix_memory_written" in indexes
+        embedding_columns, embedding_indexes = await columns_and_indexes(engine, "memory_embedding")
+        assert {"memory_id", "model", "dims", "vector"} <= embedding_columns
+        assert "ix_embedding_user" in embedding_indexes
+
+        # The old row reads as a fact with no date; new rows carry their kind and date.
+        provider = MySQLProvider(engine)
+        [item] = await provider.list_live("t", "u1", None)
+        assert (item.id, item.kind, item.occurred_at) == ("old-1", "fact", None)
+        said = datetime(2025, 5, 2, 9, 30)
+        episode = NewMemory(
+            "t",
+            "u1",
+            None,
+            USER_PROFILE,
+            "text_mem",
+            "On 2 May 2025 the user said the bees swarmed.",
+            kind="episode",
+            occurred_at=said,
+        )
+        [added] = await provider.add([episode])
+        assert added.kind == "episode" and added.occurred_at is not None
+        assert added.occurred_at.replace(tzinfo=None) == said
+        hits = await provider.search("t", "u1", None, "bees")
+        assert {h.id for h in hits} == {"old-1", added.id}
+    finally:
+        await engine.dispose()
