@@ -133,8 +133,9 @@ class LoadPath:
     async def _config(
         self, req: ContextRequest, begun: float, degraded: _Degraded
     ) -> AgentConfig | None:
-        """The agent's config, early within both paths' time limits; the defaults when it
-        cannot be read in time."""
+        """The agent's config, early within both paths' time limits; when it cannot be read in
+        time, the one read last (a sick database must not switch an agent's long-term memory
+        on), else the defaults."""
         settings = self._settings
         limit = min(settings.short_term_timeout_seconds, settings.long_term_timeout_seconds)
         within = CONFIG_SHARE * limit
@@ -142,8 +143,11 @@ class LoadPath:
             async with asyncio.timeout_at(begun + within):
                 return await self._router.config(req.tenant_id, req.agent_id)
         except Exception as exc:
-            log.warning("agent config unreadable (%r); defaults apply", exc)
+            log.warning("agent config unreadable (%r); the last one read or the defaults", exc)
             degraded.add("config")
+        try:
+            return self._router.last_config(req.tenant_id, req.agent_id)
+        except LookupError:
             return None
 
     async def _timed(

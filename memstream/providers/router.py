@@ -97,6 +97,16 @@ class ProviderRouter:
         self._configs[key] = (now, config)
         return config
 
+    def last_config(self, tenant_id: str, agent_id: str | None) -> AgentConfig | None:
+        """The config read last, however old (None when unknown or no agent): while the database
+        is sick it beats the defaults. Raises ``LookupError`` when it was never read."""
+        if agent_id is None:
+            return None
+        hit = self._configs.get((tenant_id, agent_id))
+        if hit is None:
+            raise LookupError(f"agent {agent_id!r} of tenant {tenant_id!r} was never read")
+        return hit[1]
+
     def named(self, name: Provider | None) -> LongTermProvider:
         """The provider called ``name`` (built-in when None); raises ``ProviderUnavailable``
         for an external provider this deployment has no URL for."""

@@ -23,6 +23,7 @@ from memstream.store.summaries import Summary, SummaryStore
 from memstream.text.tokens import count_tokens
 from tests.fakes.mem0 import MEM0_KEY, Mem0State
 from tests.support.api import client_for
+from tests.support.faults import proxied_database
 from tests.support.settings import isolated_settings
 
 pytestmark = pytest.mark.integration
@@ -361,3 +362,24 @@ async def test_dates_at_the_calendars_edges_are_422_not_500(services, tenant, st
             response = await api.get(path, params=params)
             assert response.status_code == 422, (path, response.text)
             assert response.json()["error"]["code"]
+
+
+async def test_a_sick_database_does_not_switch_long_term_memory_back_on(services, tenant):
+    proxy, settings = await proxied_database(services, agent_config_cache_seconds=0)
+    try:
+        async with client_for(settings) as api:
+            put = await api.put(
+                f"/v1/agents/quiet/config?tenant_id={tenant}",
+                json={"open_long_memory": False, "model_target_id": "m1"},
+            )
+            assert put.status_code == 200, put.text
+            request = body(tenant, "c1", agent_id="quiet")
+            before = (await api.post("/v1/context", json=request)).json()
+            assert before["long_term"]["provider"] is None and before["degraded"] == []
+            await proxy.stop()
+            after = (await api.post("/v1/context", json=request)).json()
+            # The config read last still holds: no long-term query for this agent.
+            assert "config" in after["degraded"]
+            assert after["long_term"]["provider"] is None
+    finally:
+        await proxy.stop()
