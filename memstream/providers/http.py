@@ -26,13 +26,13 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import httpx
 from prometheus_client import Counter, Histogram
 
 from memstream.errors import ConfigurationError, ProviderUnavailable
-from memstream.memory import MEMORY_TYPES, USER_PROFILE, NewMemory
+from memstream.memory import MEMORY_TYPES, USER_PROFILE, MemoryKind, NewMemory
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -266,6 +266,20 @@ def importance_of(value: object) -> int:
         return 5
 
 
+def kind_of(value: object) -> MemoryKind:
+    """A memory kind from what a server kept ("fact" when it kept nothing usable: memories
+    written before kinds existed are facts)."""
+    return "episode" if value == "episode" else "fact"
+
+
+def time_text(value: datetime | None) -> str | None:
+    """A time as ISO 8601 in UTC (a naive one is taken as UTC), for a server's metadata."""
+    if value is None:
+        return None
+    aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return aware.isoformat()
+
+
 def validate_new(memory: NewMemory) -> None:
     """What every provider refuses to store (the built-in store's rules)."""
     if memory.memory_type not in MEMORY_TYPES:
@@ -274,3 +288,5 @@ def validate_new(memory: NewMemory) -> None:
         raise ValueError(f"cube_id must be {USER_PROFILE!r} or 'agent_<agent_id>'")
     if not memory.content.strip():
         raise ValueError("memory content is empty")
+    if memory.kind not in get_args(MemoryKind):
+        raise ValueError(f"unknown memory kind {memory.kind!r}")

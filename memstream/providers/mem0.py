@@ -5,15 +5,17 @@ Scopes and tenant isolation (the Mem0 server has none on its API):
     The Mem0 ``user_id`` is ``<tenant>:<user>`` (``%`` and ``:`` escaped in each part), so
     tenants never share a Mem0 user. A user-profile memory is stored with that user id and
     no ``agent_id``; an agent memory also carries ``agent_id`` = the agent id. memstream's
-    own fields ride in ``metadata``: tenant, cube, memory type, importance, source events and
-    the content key. Every search, list and delete is bound to the namespaced user id, and a
-    delete by id first reads the memory and leaves it alone unless it belongs to the tenant.
+    own fields ride in ``metadata``: tenant, cube, memory type, importance, source events,
+    the content key, the kind of an episode and its date (no kind reads as a fact). Every
+    search, list and delete is bound to the namespaced user id, and a delete by id first
+    reads the memory and leaves it alone unless it belongs to the tenant.
 
 Calls:
     add           ``POST /memories`` with one user message holding the memory text and
-                  ``infer: false``: memstream has already extracted and resolved the memory,
-                  so Mem0 stores it as it is (no LLM call, seconds saved, no rewrite). Mem0
-                  adds synchronously and answers the final id.
+                  ``infer: false``: memstream has already extracted and resolved the memory
+                  (an episode is what was said, dated), so Mem0 stores it as it is (no LLM
+                  call, seconds saved, no rewrite). Mem0 adds synchronously and answers the
+                  final id.
     search        ``POST /search`` per readable scope (in parallel), ``filters`` with the
                   user id (and the agent id for the agent's cube). A user-scope search also
                   matches the user's agent memories, so it asks for more and keeps the
@@ -68,8 +70,10 @@ from memstream.providers.http import (
     clamp01,
     escape_part,
     importance_of,
+    kind_of,
     namespaced,
     parse_time,
+    time_text,
     validate_new,
 )
 from memstream.providers.mysql import content_hash
@@ -258,6 +262,7 @@ class Mem0Provider:
             extra["raw_score"] = result.get("score")
             score = normalise_score(result.get("score"), self.score_kind)
         created = parse_time(result.get("created_at")) or parse_time(result.get("updated_at"))
+        occurred = parse_time(metadata.get("memstream_occurred_at"))
         return MemoryItem(
             id=memory_id,
             tenant_id=scope.tenant_id,
@@ -270,6 +275,8 @@ class Mem0Provider:
             source_event_ids=tuple(str(e) for e in events) if isinstance(events, list) else (),
             created_at=created or datetime.fromtimestamp(0, UTC),
             score=round(score, 4),
+            kind=kind_of(metadata.get("memstream_kind")),
+            occurred_at=occurred,
             extra=extra,
         )
 
@@ -330,8 +337,14 @@ class Mem0Provider:
                 "importance": importance_of(memory.importance),
                 "source_event_ids": list(memory.source_event_ids),
             },
+            # Facts and episodes alike are stored as they are: memstream has extracted them.
             "infer": False,
         }
+        # A memory without a kind reads back as a fact (also those written before kinds).
+        if memory.kind != "fact":
+            body["metadata"]["memstream_kind"] = memory.kind
+        if memory.occurred_at is not None:
+            body["metadata"]["memstream_occurred_at"] = time_text(memory.occurred_at)
         if memory.cube_id != USER_PROFILE:
             body["agent_id"] = memory.cube_id.removeprefix("agent_")
         for attempt in range(2):
@@ -375,6 +388,8 @@ class Mem0Provider:
             importance=importance_of(memory.importance),
             source_event_ids=tuple(memory.source_event_ids),
             created_at=parse_time(first.get("created_at")) or datetime.now(UTC),
+            kind=memory.kind,
+            occurred_at=parse_time(time_text(memory.occurred_at)),
             extra={"memstream_key": content_hash(memory.content)},
         )
 

@@ -28,8 +28,10 @@ Calls:
                   the ids MemOS answers belong to exactly that memory. ``mode`` is ``fast`` by
                   default: memstream has already extracted, de-duplicated and resolved the
                   memory; ``fine`` would run MemOS's own LLM extraction again (seconds per
-                  call), which may rewrite or split the memory. memstream's own fields
-                  (content key, type, importance, source events) travel in ``info``.
+                  call), which may rewrite or split the memory; an episode is always added
+                  ``fast`` (what was said, kept as said). memstream's own fields (content
+                  key, type, importance, source events, the kind of an episode and its
+                  date; no kind reads as a fact) travel in ``info`` and are read back.
     delete        ``POST /product/get_user_names_by_memory_ids`` first (which cube holds each
                   id), keeping only ids held by this tenant's cubes, then
                   ``POST /product/delete_memory`` per cube. ``data.status == "failure"`` under
@@ -94,9 +96,11 @@ from memstream.providers.http import (
     clamp01,
     escape_part,
     importance_of,
+    kind_of,
     namespaced,
     parse_time,
     snippet,
+    time_text,
     validate_new,
 )
 from memstream.providers.mysql import content_hash
@@ -343,20 +347,28 @@ class MemOSProvider:
         existing = await self._lookup(scope, memory, key, ())
         if existing is not None:
             return existing
+        info: dict[str, Any] = {
+            "memstream_key": key,
+            "memstream_tenant": memory.tenant_id,
+            "memstream_memory_type": memory.memory_type,
+            "memstream_importance": importance_of(memory.importance),
+            "memstream_agent_id": memory.agent_id or "",
+            "memstream_source_event_ids": list(memory.source_event_ids),
+        }
+        # A memory without a kind reads back as a fact (also those written before kinds).
+        if memory.kind != "fact":
+            info["memstream_kind"] = memory.kind
+        if memory.occurred_at is not None:
+            info["memstream_occurred_at"] = time_text(memory.occurred_at)
         body = {
             "user_id": memos_user(memory.tenant_id, memory.user_id),
             "writable_cube_ids": [cube],
             "messages": [{"role": "user", "content": memory.content}],
             "async_mode": "sync",
-            "mode": self.add_mode,
-            "info": {
-                "memstream_key": key,
-                "memstream_tenant": memory.tenant_id,
-                "memstream_memory_type": memory.memory_type,
-                "memstream_importance": importance_of(memory.importance),
-                "memstream_agent_id": memory.agent_id or "",
-                "memstream_source_event_ids": list(memory.source_event_ids),
-            },
+            # An episode is what was said, dated and attributed already: stored as it is,
+            # never through MemOS's own extraction, whatever ``add_mode`` says.
+            "mode": "fast" if memory.kind == "episode" else self.add_mode,
+            "info": info,
         }
         for attempt in range(2):
             try:
@@ -417,6 +429,8 @@ class MemOSProvider:
             importance=importance_of(memory.importance),
             source_event_ids=tuple(memory.source_event_ids),
             created_at=datetime.now(UTC),
+            kind=memory.kind,
+            occurred_at=parse_time(time_text(memory.occurred_at)),
             extra={"provisional": True, "temporary_ids": list(ids)},
         )
 
@@ -637,6 +651,8 @@ def _item(
         source_event_ids=tuple(str(e) for e in events) if isinstance(events, list) else (),
         created_at=created or datetime.fromtimestamp(0, UTC),
         score=round(score, 4),
+        kind=kind_of(ours("memstream_kind")),
+        occurred_at=parse_time(ours("memstream_occurred_at")),
         extra=extra,
     )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -187,6 +188,33 @@ async def test_add_stores_as_is_and_never_twice(mem0: tuple[Mem0Provider, Mem0St
     )
     assert items[0].id == items[1].id != profile.id
     assert state.texts(USER).count("The user likes jazz") == 2
+
+
+async def test_episodes_keep_their_kind_and_date(mem0: tuple[Mem0Provider, Mem0State]) -> None:
+    provider, state = mem0
+    said = datetime(2026, 1, 31, 23, 30, tzinfo=UTC)
+    [episode] = await provider.add(
+        [
+            new(
+                "On 31 January 2026 the user said they passed the exam.",
+                kind="episode",
+                occurred_at=said,
+            )
+        ]
+    )
+    [fact] = await provider.add([new("The user passed the exam.")])
+    first, second = (r.body for r in state.calls("POST", "/memories"))
+    assert first["infer"] is False and second["infer"] is False
+    assert first["metadata"]["memstream_kind"] == "episode"
+    assert first["metadata"]["memstream_occurred_at"] == "2026-01-31T23:30:00+00:00"
+    assert "memstream_kind" not in second["metadata"]
+    assert (episode.kind, episode.occurred_at) == ("episode", said)
+    assert (fact.kind, fact.occurred_at) == ("fact", None)
+    hits = {m.id: m for m in await provider.search("t1", "u1", None, "the user passed the exam")}
+    listed = {m.id: m for m in await provider.list_live("t1", "u1", None)}
+    for found in (hits, listed):
+        assert (found[episode.id].kind, found[episode.id].occurred_at) == ("episode", said)
+        assert (found[fact.id].kind, found[fact.id].occurred_at) == ("fact", None)
 
 
 async def test_add_is_repeated_only_after_checking(mem0: tuple[Mem0Provider, Mem0State]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -304,12 +305,55 @@ async def test_add_is_repeated_only_after_checking_the_cube(
     assert len(state.calls("/product/add")) == 1
 
 
+async def test_episodes_are_added_plain_and_keep_their_kind_and_date(
+    memos_server: tuple[str, MemOSState],
+) -> None:
+    url, state = memos_server
+    state.reset()
+    # Even a provider told to let MemOS extract (``fine``) adds an episode as it is.
+    provider = MemOSProvider(url, MEMOS_KEY, add_mode="fine", confirm_delays=(0.05,))
+    said = datetime(2026, 4, 3, 20, 15, tzinfo=timezone(timedelta(hours=8)))
+    try:
+        [episode] = await provider.add(
+            [
+                new(
+                    "On 3 April 2026 the user said they adopted a cat.",
+                    kind="episode",
+                    occurred_at=said,
+                )
+            ]
+        )
+        [fact] = await provider.add([new("The user has a cat.")])
+    finally:
+        await provider.aclose()
+    first, second = state.calls("/product/add")
+    assert first.body["mode"] == "fast" and second.body["mode"] == "fine"
+    assert first.body["info"]["memstream_kind"] == "episode"
+    assert first.body["info"]["memstream_occurred_at"] == "2026-04-03T12:15:00+00:00"
+    assert "memstream_kind" not in second.body["info"]
+    assert "memstream_occurred_at" not in second.body["info"]
+    assert (episode.kind, episode.occurred_at) == ("episode", said)
+    assert (fact.kind, fact.occurred_at) == ("fact", None)
+
+    reader = MemOSProvider(url, MEMOS_KEY)
+    try:
+        hits = {m.id: m for m in await reader.search("t1", "u1", None, "the user cat")}
+        listed = {m.id: m for m in await reader.list_live("t1", "u1", None)}
+    finally:
+        await reader.aclose()
+    for found in (hits, listed):
+        assert (found[episode.id].kind, found[episode.id].occurred_at) == ("episode", said)
+        assert (found[fact.id].kind, found[fact.id].occurred_at) == ("fact", None)
+
+
 async def test_add_refuses_bad_memories(memos: tuple[MemOSProvider, MemOSState]) -> None:
     provider, state = memos
     with pytest.raises(ValueError, match="cube_id"):
         await provider.add([new("x", cube="somewhere")])
     with pytest.raises(ValueError, match="empty"):
         await provider.add([new("   ")])
+    with pytest.raises(ValueError, match="kind"):
+        await provider.add([new("x", kind="rumour")])
     assert not state.requests
 
 
