@@ -26,13 +26,17 @@ IN_FLIGHT = 2
 
 
 async def check_summaries(batch: Triage) -> None:
-    """Ask the summary stage to look at the conversations this batch wrote to (not awaited:
-    a lost check is repeated by the next batch or the session's end)."""
-    for tenant_id, conversation_id in sorted(
-        {(m.tenant_id, m.conversation_id) for m, _ in batch.accepted}
-    ):
-        value = dumps(tenant_id=tenant_id, conversation_id=conversation_id)
-        await summary_check.send(key=conversation_id.encode(), value=value)
+    """Ask the summary stage to look at the conversations this batch wrote to (not awaited,
+    and a failure never fails the batch: a lost check is repeated by the next batch or the
+    session's end)."""
+    conversations = sorted({(m.tenant_id, m.conversation_id) for m, _ in batch.accepted})
+    try:
+        for tenant_id, conversation_id in conversations:
+            value = dumps(tenant_id=tenant_id, conversation_id=conversation_id)
+            await summary_check.send(key=conversation_id.encode(), value=value)
+    except Exception as exc:
+        metrics.EVENTS.labels(STAGE, "summary_check_lost").inc()
+        log.warning("summary checks of %d conversations not sent: %r", len(conversations), exc)
 
 
 async def process(writer: HistoryWriter, records: list[SourceRecord]) -> None:

@@ -8,10 +8,13 @@ from typing import Any
 import faust
 
 from memstream import metrics
+from memstream.events.deadletter import SourceRecord
 from memstream.longterm.judge import Judge
-from memstream.longterm.payloads import dumps, loads, messages_of, session_of
+from memstream.longterm.models import SessionMessage
+from memstream.longterm.payloads import Session, dumps, loads, messages_of, session_of
 from memstream.streams import shared
 from memstream.streams.app import app
+from memstream.streams.stage import Settle
 from memstream.streams.topics import lt_dedupe, lt_judge
 
 STAGE = "judge"
@@ -22,16 +25,23 @@ def judge_of_worker() -> Judge:
     return Judge(shared.llm())
 
 
+def read(raw: bytes | None) -> tuple[Session, list[SessionMessage]]:
+    record = loads(raw or b"")
+    return session_of(record), messages_of(record)
+
+
+async def handle(session: tuple[Session, list[SessionMessage]], source: SourceRecord) -> None:
+    current, messages = session
+    # LLM errors, timeouts and bad output fall back to the rules inside the judge.
+    result = await judge_of_worker().judge(messages, agent_id=current.agent_id)
+    metrics.EVENTS.labels(STAGE, result.method).inc()
+    await shared.send_durably(
+        lt_dedupe,
+        source.key,
+        dumps(session=current, candidates=list(result.memories), method=result.method),
+    )
+
+
 @app.agent(lt_judge)
 async def judge(stream: faust.StreamT[Any]) -> None:
-    async for event in stream.events():
-        record = loads(event.message.value)
-        current = session_of(record)
-        # The judge never fails: LLM errors, timeouts and bad output fall back to the rules.
-        result = await judge_of_worker().judge(messages_of(record), agent_id=current.agent_id)
-        metrics.EVENTS.labels(STAGE, result.method).inc()
-        await shared.send_durably(
-            lt_dedupe,
-            event.message.key,
-            dumps(session=current, candidates=list(result.candidates), method=result.method),
-        )
+    await Settle(STAGE, stream).each(read, handle)

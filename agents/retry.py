@@ -1,64 +1,124 @@
-"""Failed conflict/persist records: to the retry topic with backoff, then to dead-letter."""
+"""The retry stage: records waiting on the retry tiers go back to their stage's topic when due.
+
+Read with a consumer of its own (group ``<app id>.retry``) rather than a Faust agent: a record
+that is not due yet is left unread by pausing its partition until then, so nothing is held in
+flight while it waits. A Faust agent would hold it, and every rebalance waits for the events
+in flight. Each tier waits the same time for all its records, so a partition's head is always
+the next one due; other partitions and tiers go on meanwhile. An offset is committed only once
+the record before it is back on its topic, and a record that comes back twice (a crash, a
+rebalance) is handled twice with no visible change.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Sequence
+from functools import partial
 
-import faust
-import orjson
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError
 
 from memstream import metrics
-from memstream.events.deadletter import SourceRecord, dead_letter
-from memstream.longterm.backoff import RetryRecord, next_try
+from memstream.events.deadletter import SourceRecord
+from memstream.kafka import stop_consumer
+from memstream.longterm.backoff import RetryRecord
 from memstream.retry import retry_forever
 from memstream.streams import shared
 from memstream.streams.app import app, settings
-from memstream.streams.topics import lt_conflict, lt_persist, lt_retry
+from memstream.streams.stage import publish_dead_letter
+from memstream.streams.topics import retry_tiers, stage_inputs
 
 log = logging.getLogger(__name__)
-TARGETS = {"conflict": lt_conflict, "persist": lt_persist}
+STAGE = "retry"
+POLL_SECONDS = 1.0
 
 
-async def fail(
-    stage: str, event: faust.EventT[Any], record: dict[str, Any], attempt: int, exc: Exception
-) -> None:
-    """Schedule another try of ``record``, or dead-letter it when its tries are spent."""
-    metrics.RETRIES.labels(stage, "provider").inc()
-    log.warning("%s failed (attempt %d): %r", stage, attempt + 1, exc)
-    retry = next_try(
-        stage,
-        record,
-        attempt,
-        repr(exc),
-        max_attempts=settings.retry_max_attempts,
-        base=settings.retry_base_seconds,
+class Redelivery:
+    """Sends due records from the tier topics back to their stages; see the module docstring."""
+
+    def __init__(self, consumer: AIOKafkaConsumer) -> None:
+        self.consumer = consumer
+        self.waiting: dict[TopicPartition, float] = {}  # paused partitions: when the head is due
+
+    async def run(self) -> None:
+        while True:
+            await self.step()
+
+    async def step(self) -> None:
+        """Resume the partitions whose head came due, then handle one fetch."""
+        self._resume_due()
+        now = time.time()
+        wait = min([POLL_SECONDS, *(due - now for due in self.waiting.values())])
+        batch = await self.consumer.getmany(timeout_ms=max(0, int(wait * 1000)), max_records=500)
+        for tp, records in batch.items():
+            handled = await self._partition(tp, records)
+            if handled is not None:
+                await self._commit(tp, handled)
+
+    def _resume_due(self) -> None:
+        assigned = self.consumer.assignment()
+        now = time.time()
+        for tp, due in list(self.waiting.items()):
+            if tp not in assigned:
+                del self.waiting[tp]  # revoked: its new owner reads it from the committed offset
+            elif due <= now:
+                del self.waiting[tp]
+                self.consumer.resume(tp)
+
+    async def _partition(
+        self, tp: TopicPartition, records: Sequence[ConsumerRecord[bytes, bytes]]
+    ) -> int | None:
+        """Send back the due records, in order; stop at the first one not due. Answers the
+        offset to commit (the next one to read), None when nothing was handled."""
+        handled: int | None = None
+        for record in records:
+            source = SourceRecord(
+                tp.topic, tp.partition, record.offset, record.timestamp / 1000, record.key,
+                record.value,
+            )  # fmt: skip
+            try:
+                pending = RetryRecord.decode(record.value)
+                target = stage_inputs[pending.topic]
+            except (ValueError, KeyError) as exc:
+                detail = f"The record is no retry of a memstream stage: {exc!r}."[:500]
+                await publish_dead_letter(STAGE, source, "invalid_payload", detail)
+                metrics.RECORDS.labels(STAGE, "dead_lettered").inc()
+                handled = record.offset + 1
+                continue
+            if pending.not_before > time.time():
+                # Read it again when due; nothing later on this tier is due before it.
+                self.consumer.seek(tp, record.offset)
+                self.consumer.pause(tp)
+                self.waiting[tp] = pending.not_before
+                break
+            send = partial(
+                shared.send_durably, target, pending.key, pending.value, pending.failing.headers()
+            )
+            await retry_forever(STAGE, "send", send, transient=(Exception,))
+            metrics.RECORDS.labels(STAGE, "finished").inc()
+            handled = record.offset + 1
+        return handled
+
+    async def _commit(self, tp: TopicPartition, offset: int) -> None:
+        try:
+            await self.consumer.commit({tp: offset})
+        except (CommitFailedError, IllegalStateError) as exc:
+            # The partition moved to another worker meanwhile: it sends those records again.
+            log.warning("retry: commit of %s at %d failed (%r)", tp, offset, exc)
+
+
+@app.task  # type: ignore[untyped-decorator]
+async def redeliver() -> None:
+    consumer = AIOKafkaConsumer(
+        *(topic.get_topic_name() for topic in retry_tiers.values()),
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        group_id=f"{settings.app_id}.retry",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
     )
-    if retry is not None:
-        await shared.send_durably(lt_retry, event.message.key, retry.encode())
-        return
-    source = shared.source_of(event)
-    payload = SourceRecord(
-        source.topic, source.partition, source.offset, source.timestamp, source.key,
-        orjson.dumps(record),
-    )  # fmt: skip
-    detail = f"{stage} failed {attempt + 1} times; last error: {exc!r}"[:500]
-    letter = dead_letter("retries_exhausted", detail, stage, payload)
-    await retry_forever(
-        stage, "dead_letter", lambda: shared.publish_dead_letters([letter]), transient=(Exception,)
-    )
-    metrics.DEAD_LETTERS.labels(stage, "retries_exhausted").inc()
-
-
-@app.agent(lt_retry)
-async def retry(stream: faust.StreamT[Any]) -> None:
-    """Hold each record until its time, then hand it back to its stage."""
-    async for event in stream.events():
-        pending = RetryRecord.decode(event.message.value)
-        wait = pending.not_before - time.time()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        value = orjson.dumps({**pending.record, "attempt": pending.attempt})
-        await shared.send_durably(TARGETS[pending.stage], event.message.key, value)
+    await consumer.start()
+    try:
+        await Redelivery(consumer).run()
+    finally:
+        await stop_consumer(consumer)

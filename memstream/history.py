@@ -121,6 +121,8 @@ class HistoryWriter:
             await self._retry_forever("dead_letter", lambda: self.publish_dead_letters(rejected))
         await self._update_cache(stored)
         self._count(batch, len(stored), rejected)
+        metrics.RECORDS.labels(STAGE, "finished").inc(len(records) - len(rejected))
+        metrics.RECORDS.labels(STAGE, "dead_lettered").inc(len(rejected))
         return batch
 
     async def _write_record(

@@ -17,18 +17,20 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
 from memstream.errors import MemstreamError, ReplayRefused, ServiceUnavailable
+from memstream.longterm.backoff import RetryPolicy, tier_topic
 from memstream.settings import Settings
 
 PUBLIC_TOPICS = ("message-written", "session-ended", "dead-letter")
-# Between the long-term stages; names and shapes are not public.
-INTERNAL_TOPICS = (
-    "lt-judge",
-    "lt-dedupe",
-    "lt-conflict",
-    "lt-persist",
-    "lt-retry",
-    "summary-check",
-)
+# Between the stages; names and shapes are not public.
+STAGE_TOPICS = ("lt-judge", "lt-dedupe", "lt-conflict", "lt-persist", "summary-check")
+# Where a dead letter may be sent back to: every topic a stage reads.
+REDRIVE_TOPICS = ("message-written", "session-ended", *STAGE_TOPICS)
+
+
+def internal_topics(settings: Settings) -> tuple[str, ...]:
+    """The internal topics: stage to stage, then one per retry tier."""
+    tiers = RetryPolicy.from_settings(settings).tiers
+    return STAGE_TOPICS + tuple(tier_topic(tier) for tier in range(1, tiers + 1))
 
 
 @asynccontextmanager

@@ -13,6 +13,11 @@ EVENTS = Counter(
 DEAD_LETTERS = Counter(
     "memstream_dead_letters_total", "Records sent to dead-letter, by reason.", ["stage", "reason"]
 )
+RECORDS = Counter(
+    "memstream_records_total",
+    "Records each stage settled: finished, retried later (an outage) or dead-lettered.",
+    ["stage", "outcome"],
+)
 RETRIES = Counter(
     "memstream_retries_total", "Retried operations, by stage and operation.", ["stage", "op"]
 )

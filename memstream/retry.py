@@ -1,4 +1,5 @@
-"""Waiting out outages: retry with capped, jittered exponential backoff."""
+"""Waiting out outages: which failures are outages, and retry in place with capped, jittered
+exponential backoff (for the writes a stage cannot move past, like the record itself)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from aiokafka.errors import KafkaError, KafkaTimeoutError
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from memstream import metrics
-from memstream.errors import Refused
+from memstream.errors import InvalidEvent, ProviderUnavailable, Refused, ServiceUnavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -25,6 +27,26 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 )
 # Data the database itself refuses: retrying cannot help.
 REFUSED: tuple[type[BaseException], ...] = (IntegrityError, DataError)
+# What a stream stage waits out by trying a record again later.
+OUTAGES: tuple[type[BaseException], ...] = (
+    *TRANSIENT,
+    ProviderUnavailable,
+    ServiceUnavailable,
+    KafkaTimeoutError,
+)
+
+
+def failure_reason(exc: BaseException) -> str | None:
+    """What becomes of a record whose handling raised ``exc``: None to try it again later (an
+    outage of the database, a provider, the broker or the network), else the dead-letter reason
+    (the event's own, ``rejected_by_database``, or ``stage_error`` for anything unforeseen)."""
+    if isinstance(exc, InvalidEvent):
+        return exc.reason
+    if isinstance(exc, (Refused, *REFUSED)):
+        return "rejected_by_database"
+    if isinstance(exc, OUTAGES) or (isinstance(exc, KafkaError) and exc.retriable):
+        return None
+    return "stage_error"
 
 
 async def retry_forever(

@@ -65,10 +65,12 @@ class Settings(BaseSettings):
     long_term_top_k: int = Field(default=10, ge=1, le=100)
     summary_cache_ttl_seconds: int = Field(default=3600, ge=1)
     agent_config_cache_seconds: float = Field(default=5.0, ge=0)
-    # Long-term chain: provider calls that fail are retried this many times, backing off
-    # exponentially from the base delay, then dead-lettered as retries_exhausted.
-    retry_max_attempts: int = Field(default=6, ge=1)
+    # Stream stages: a record that meets an outage (database, provider, broker) is tried again
+    # after the base delay, doubling up to the longest delay, until it has been failing for the
+    # horizon; only then is it dead-lettered as retries_exhausted.
     retry_base_seconds: float = Field(default=1.0, gt=0)
+    retry_max_delay_seconds: float = Field(default=300.0, gt=0)
+    retry_horizon_seconds: float = Field(default=3600.0, ge=0)
     worker_web_host: str = "127.0.0.1"
     worker_web_port: int = Field(default=6066, ge=0, le=65535)
     log_level: str = "INFO"

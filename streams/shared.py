@@ -64,6 +64,11 @@ async def publish_dead_letters(letters: Sequence[DeadLetter]) -> None:
     await asyncio.gather(*pending)
 
 
-async def send_durably(topic: faust.TopicT, key: bytes | None, value: bytes) -> None:
+async def send_durably(
+    topic: faust.TopicT,
+    key: bytes | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> None:
     """Send and wait for the broker's acknowledgement, so the input may be acknowledged."""
-    await (await topic.send(key=key, value=value))
+    await (await topic.send(key=key, value=value, headers=headers))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from memstream.kafka import INTERNAL_TOPICS, PUBLIC_TOPICS, ensure_topics
+from memstream.kafka import PUBLIC_TOPICS, ensure_topics, internal_topics
 from memstream.metrics import update_consumer_lag
 from memstream.settings import Settings
 
@@ -14,7 +14,7 @@ LAG_INTERVAL_SECONDS = 10.0
 def run_worker(settings: Settings) -> int:
     # Topics are created up front with the configured partition count, so every worker of the
     # group agrees on it whoever starts first.
-    asyncio.run(ensure_topics(settings, PUBLIC_TOPICS + INTERNAL_TOPICS))
+    asyncio.run(ensure_topics(settings, PUBLIC_TOPICS + internal_topics(settings)))
 
     import faust
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

@@ -156,7 +156,9 @@ async def test_an_updated_fact_expires_the_old_one(settings, tenant, engine, sta
 async def test_an_unavailable_provider_is_retried_then_dead_lettered(
     services, tenant, engine, start_worker
 ):
-    settings = isolated_settings(retry_base_seconds=0.2, retry_max_attempts=3)
+    settings = isolated_settings(
+        retry_base_seconds=0.2, retry_max_delay_seconds=0.4, retry_horizon_seconds=1.0
+    )
     async with client_for(settings) as api:
         await api.put(
             f"/v1/agents/agent-1/config?tenant_id={tenant}",
@@ -175,7 +177,11 @@ async def test_an_unavailable_provider_is_retried_then_dead_lettered(
     (letter,) = [v for _, v in await read_topic(settings, "dead-letter")]
     assert letter["stage"] in ("conflict", "persist")
     assert "cats" in letter["payload"]
-    assert len(await read_topic(settings, "lt-retry")) == 2
+    # Tried again through the retry tiers until it had been failing for the horizon.
+    tiers = [f"retry-{tier}" for tier in (1, 2)]
+    waited = [record for tier in tiers for _, record in await read_topic(settings, tier)]
+    assert len(waited) >= 2 and {r["stage"] for r in waited} == {letter["stage"]}
+    assert f"failed {len(waited) + 1} times" in letter["detail"]
     assert await live(engine, tenant) == []
 
 
