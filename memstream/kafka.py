@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
@@ -207,6 +207,37 @@ async def _target_offsets(
     found = await consumer.offsets_for_times(dict.fromkeys(tps, stamp))
     # No record at or after the time: nothing to replay on that partition (its end).
     return {tp: found[tp].offset if found[tp] is not None else end[tp] for tp in tps}
+
+
+async def records_until_now(
+    settings: Settings, topic: str, since: datetime | None = None
+) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
+    """Every record of ``topic`` (full name) from ``since`` (or the start) up to its end at the
+    time of the call, partition by partition in offset order; read without a consumer group."""
+    partitions = await partitions_of(settings, topic)
+    if not partitions:
+        return
+    tps = [TopicPartition(topic, p) for p in partitions]
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        consumer.assign(tps)
+        start = await _target_offsets(consumer, tps, since)
+        end: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, start[tp])
+        remaining = [tp for tp in tps if start[tp] < end[tp]]
+        while remaining:
+            batch = await consumer.getmany(*remaining, timeout_ms=1000)
+            for tp, records in batch.items():
+                for record in records:
+                    if record.offset < end[tp]:
+                        yield record
+            remaining = [tp for tp in remaining if await consumer.position(tp) < end[tp]]
+    finally:
+        await stop_consumer(consumer)
 
 
 async def wait_for_broker(settings: Settings, within: float = 30.0) -> None:

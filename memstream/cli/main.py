@@ -15,18 +15,45 @@ from memstream.errors import MemstreamError
 from memstream.settings import Settings
 
 
+def _parse_time(value: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an RFC 3339 time") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{value!r} needs a UTC offset, e.g. 2026-01-01T00:00:00Z")
+    return moment
+
+
 def _parse_to(value: str) -> datetime | None:
     if value == "earliest":
         return None
     try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is neither 'earliest' nor an RFC 3339 time"
-        ) from None
-    if moment.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{value!r} needs a UTC offset, e.g. 2026-01-01T00:00:00Z")
-    return moment
+        return _parse_time(value)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, nor 'earliest'") from None
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive whole number")
+    return int(value)
+
+
+REDRIVE_HELP = """\
+Send dead letters back to the topic they came from (the `source.topic` of each letter:
+message-written, session-ended or a stage's internal topic), with their original key and value,
+so that the stage tries them again once what made them fail is fixed. Prints how many were sent
+per reason and stage.
+
+Each letter is sent at most once, whatever happens: it is recorded in the database table
+redriven_letter (created by `memstream migrate`, or here when missing) before it is sent, and
+later runs skip every recorded letter. A run interrupted after recording a letter but before the
+broker confirmed its send leaves it recorded as interrupted: it may or may not have reached its
+topic, and no run sends it again unless its row is deleted from redriven_letter (check the topic
+first). A letter that fails again lands in dead-letter as a new letter, which a later run can
+send back.
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +74,40 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="rewind the worker group's offsets for a backfill")
     rep.add_argument("--topic", required=True, choices=["message-written", "session-ended"])
     rep.add_argument("--to", required=True, type=_parse_to, help="earliest or an RFC 3339 time")
+    red = sub.add_parser(
+        "redrive",
+        help="send dead letters back to the topic they came from, each at most once",
+        description=REDRIVE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _reasons(red)
+    red.add_argument(
+        "--since",
+        type=_parse_time,
+        metavar="TIME",
+        help="only letters that failed at or after this RFC 3339 time",
+    )
+    red.add_argument("--dry-run", action="store_true", help="count what would be sent; send none")
+    dead = sub.add_parser(
+        "dead-letters", help="list dead letters: reason, stage, source, time, payload preview"
+    )
+    _reasons(dead)
+    dead.add_argument(
+        "--limit", type=_positive, default=20, metavar="N", help="show the newest N (default 20)"
+    )
     return parser
+
+
+def _reasons(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--reason",
+        dest="reasons",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="R",
+        help="only letters with this reason (e.g. retries_exhausted); several may be named",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +162,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return run_dev(settings)
     if args.command == "publish":
         return _publish(args, settings)
+    if args.command in ("redrive", "dead-letters"):
+        return _dead_letters(args, settings)
     if args.command == "replay":
         from memstream.kafka import replay
 
@@ -125,3 +187,19 @@ def _publish(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{args.file}:{number}: {why}", file=sys.stderr)
     print(f"published {report.sent} events, {len(report.bad_lines)} bad lines skipped")
     return 1 if report.bad_lines else 0
+
+
+def _dead_letters(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.cli.deadletters import Selection, newest, table
+    from memstream.cli.redrive import redrive
+
+    selection = Selection(frozenset(args.reasons), getattr(args, "since", None))
+    if args.command == "redrive":
+        report = asyncio.run(redrive(settings, selection, dry_run=args.dry_run))
+        print("\n".join(report.lines()))
+        return 0
+    reading = asyncio.run(newest(settings, selection, args.limit))
+    print("\n".join(table(reading.letters)))
+    if reading.unreadable:
+        print(f"({reading.unreadable} records of the topic are no dead letters)", file=sys.stderr)
+    return 0

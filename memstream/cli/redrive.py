@@ -1,0 +1,182 @@
+"""``memstream redrive``: dead letters back to the topic they came from, each at most once.
+
+A letter is known by where it sits in the dead-letter topic (partition, offset). Before it is
+sent, that key is written to the ``redriven_letter`` table as "sending"; once the broker has
+the record it becomes "sent". A later run skips both, so no letter is ever sent twice: not by
+a rerun, not by two runs at once, not after a run that was interrupted. A letter interrupted
+between the two states may or may not have reached its topic; it is reported, never resent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, select, tuple_, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.cli.deadletters import Reading, Selection, selected
+from memstream.events.deadletter import Letter
+from memstream.kafka import REDRIVE_TOPICS, producer
+from memstream.settings import Settings
+from memstream.store.database import create_engine
+from memstream.store.schema import redriven_letter as t
+
+CHUNK = 500
+REDRIVEN_HEADER = "memstream-redriven-from"
+
+
+@dataclass
+class Report:
+    """What a run did (or, dry, would do): counts by (reason, stage), and what it left alone."""
+
+    dry_run: bool
+    sent: Counter[tuple[str, str]] = field(default_factory=Counter)
+    already: int = 0  # sent back by an earlier run
+    interrupted: int = 0  # recorded by an earlier run that never confirmed the send
+    foreign: int = 0  # from a topic no stage of this deployment reads
+    unreadable: int = 0  # records of the dead-letter topic that are no dead letters
+
+    def lines(self) -> list[str]:
+        verb = "would send back" if self.dry_run else "sent back"
+        total = sum(self.sent.values())
+        out = [f"{verb} {total} dead letter{'' if total == 1 else 's'}"]
+        out += [f"  {r}/{s}: {n}" for (r, s), n in sorted(self.sent.items())]
+        for count, what in (
+            (self.already, "already sent back by an earlier run"),
+            (self.interrupted, "interrupted in an earlier run, not sent again"),
+            (self.foreign, "skipped: their source topic is not one memstream reads"),
+            (self.unreadable, "skipped: records of the dead-letter topic that are no letters"),
+        ):
+            if count:
+                out.append(f"{what}: {count}")
+        return out
+
+
+async def redrive(settings: Settings, selection: Selection, *, dry_run: bool) -> Report:
+    report = Report(dry_run)
+    reading = Reading()
+    inputs = {settings.topic(name) for name in REDRIVE_TOPICS}
+    letters = []
+    async for letter in selected(settings, selection, reading):
+        if letter.source_topic in inputs:
+            letters.append(letter)
+        else:
+            report.foreign += 1
+    report.unreadable = reading.unreadable
+    engine = create_engine(settings.database_url, pool_size=1)
+    try:
+        ledger = Ledger(engine, settings.topic("dead-letter"))
+        await ledger.ensure()
+        states = await ledger.states(letters)
+        report.already = sum(1 for state in states.values() if state == "sent")
+        report.interrupted = len(states) - report.already
+        todo = [letter for letter in letters if (letter.partition, letter.offset) not in states]
+        if dry_run:
+            report.sent.update((letter.reason, letter.stage) for letter in todo)
+            return report
+        async with producer(settings) as client:
+            for start in range(0, len(todo), CHUNK):
+                claimed = await ledger.claim(todo[start : start + CHUNK])
+                report.already += len(todo[start : start + CHUNK]) - len(claimed)
+                sends = [
+                    await client.send(
+                        letter.source_topic,
+                        letter.payload,
+                        key=letter.key,
+                        headers=[(REDRIVEN_HEADER, ledger.mark(letter))],
+                    )
+                    for letter in claimed
+                ]
+                await asyncio.gather(*sends)
+                await ledger.sent(claimed)
+                report.sent.update((letter.reason, letter.stage) for letter in claimed)
+    finally:
+        await engine.dispose()
+    return report
+
+
+class Ledger:
+    """The ``redriven_letter`` rows of one dead-letter topic."""
+
+    def __init__(self, engine: AsyncEngine, topic: str) -> None:
+        self.engine = engine
+        self.topic = topic
+
+    def mark(self, letter: Letter) -> bytes:
+        return f"{self.topic}:{letter.partition}:{letter.offset}".encode()
+
+    async def ensure(self) -> None:
+        async with self.engine.begin() as conn:
+            await conn.run_sync(_create_ledger)
+
+    async def states(self, letters: Sequence[Letter]) -> dict[tuple[int, int], str]:
+        """(partition, offset) -> state of the letters among ``letters`` already recorded."""
+        found: dict[tuple[int, int], str] = {}
+        keys = sorted({(letter.partition, letter.offset) for letter in letters})
+        async with self.engine.connect() as conn:
+            for start in range(0, len(keys), CHUNK):
+                query = select(t.c.letter_partition, t.c.letter_offset, t.c.state).where(
+                    t.c.topic == self.topic,
+                    tuple_(t.c.letter_partition, t.c.letter_offset).in_(
+                        keys[start : start + CHUNK]
+                    ),
+                )
+                for row in await conn.execute(query):
+                    found[(row.letter_partition, row.letter_offset)] = row.state
+        return found
+
+    async def claim(self, letters: Sequence[Letter]) -> list[Letter]:
+        """Record ``letters`` as being sent; answers those this run recorded (another run may
+        have been first with some)."""
+        while True:
+            taken = await self.states(letters)
+            free = [letter for letter in letters if (letter.partition, letter.offset) not in taken]
+            if not free:
+                return []
+            now = _now()
+            rows = [
+                {
+                    "topic": self.topic,
+                    "letter_partition": letter.partition,
+                    "letter_offset": letter.offset,
+                    "reason": letter.reason[:64],
+                    "stage": letter.stage[:64],
+                    "target_topic": letter.source_topic,
+                    "state": "sending",
+                    "claimed_at": now,
+                }
+                for letter in free
+            ]
+            try:
+                async with self.engine.begin() as conn:
+                    await conn.execute(t.insert(), rows)
+            except IntegrityError:
+                continue  # a concurrent run recorded some of them first: look again
+            return free
+
+    async def sent(self, letters: Sequence[Letter]) -> None:
+        keys = [(letter.partition, letter.offset) for letter in letters]
+        if not keys:
+            return
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(t)
+                .where(
+                    t.c.topic == self.topic,
+                    tuple_(t.c.letter_partition, t.c.letter_offset).in_(keys),
+                )
+                .values(state="sent", sent_at=_now())
+            )
+
+
+def _create_ledger(conn: Connection) -> None:
+    t.create(conn, checkfirst=True)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
