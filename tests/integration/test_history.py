@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from memstream.kafka import caught_up, publish
+from memstream.kafka import caught_up, ensure_topics, producer, publish
 from memstream.launch import eventually
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
@@ -16,6 +17,7 @@ from memstream.store.messages import MessageStore
 from memstream.text.tokens import count_tokens
 from tests.support.kafka import message, read_topic
 from tests.support.processes import run_cli
+from tests.support.settings import unique
 
 pytestmark = pytest.mark.integration
 
@@ -231,3 +233,64 @@ async def test_a_mixed_file_through_publish_ends_up_as_the_contract_says(
         "schema_violation",
         "invalid_encoding",
     }
+
+
+YEAR_10000_MS = 253_402_300_800_000  # a CreateTime Kafka accepts and Python has no date for
+
+
+async def publish_stamped(
+    settings: Settings, topic_name: str, records: list[tuple[bytes, bytes, int | None]]
+) -> None:
+    """Publish (key, value, CreateTime in ms or None for now) records in order."""
+    async with producer(settings) as client:
+        sent = [
+            await client.send(settings.topic(topic_name), value, key=key, timestamp_ms=stamp)
+            for key, value, stamp in records
+        ]
+        await asyncio.gather(*sent)
+
+
+async def test_dates_at_the_calendar_edges_never_stop_ingest(settings, tenant, store, start_worker):
+    """Values the schema accepts but that have no UTC time (or a CreateTime in year 10000) are
+    dead letters; everything around them is stored, for every tenant, and the worker lives."""
+    other = unique("tenant")
+    await ensure_topics(settings)
+    records: list[tuple[bytes, bytes, int | None]] = []
+    expected: list[tuple[str, int | None]] = []  # (reason, CreateTime of the letter's source)
+
+    def add(event: dict[str, object], stamp: int | None = None) -> None:
+        records.append((b"shared", orjson.dumps(event), stamp))
+
+    for n, edge in enumerate(["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"]):
+        add(message(tenant, "shared", 10 * n))
+        add(message(tenant, "shared", 10 * n + 1, created_at=edge))
+        expected.append(("invalid_timestamp", None))
+        add(message(other, "shared", 10 * n + 2))
+    add(message(tenant, "shared", 30), YEAR_10000_MS)  # has created_at: stored
+    add(message(tenant, "shared", 31, created_at=None), YEAR_10000_MS)
+    expected.append(("invalid_timestamp", YEAR_10000_MS))
+    records.append((b"shared", b"{not json", YEAR_10000_MS))
+    expected.append(("invalid_json", YEAR_10000_MS))
+    add(message(other, "shared", 32))
+    await publish_stamped(settings, "message-written", records)
+    end = {"event_id": "end-1", "tenant_id": tenant, "user_id": "user-1", "conversation_id": "s"}
+    await publish(settings, "session-ended", [{**end, "ended_at": "9999-12-31T23:59:59-00:30"}])
+    worker = start_worker(settings)
+
+    await stored(store, tenant, 3)
+    await stored(store, other, 3)
+    await eventually(lambda: caught_up(settings, "message-written"), what="all consumed")
+
+    async def all_dead_lettered() -> bool:
+        return len(await read_topic(settings, "dead-letter")) >= len(expected) + 1
+
+    await eventually(all_dead_lettered, what="dead letters")
+    letters = [value for _, value in await read_topic(settings, "dead-letter")]
+    history = [v for v in letters if v["stage"] == "history"]
+    assert Counter((v["reason"], v["source"].get("timestamp_ms")) for v in history) == Counter(
+        expected
+    )
+    (session,) = [v for v in letters if v["stage"] == "session"]
+    assert session["reason"] == "invalid_timestamp" and "ended_at" in session["detail"]
+    assert await store.count(tenant) == 3 and await store.count(other) == 3
+    assert worker.alive()
