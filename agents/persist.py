@@ -9,10 +9,11 @@ import faust
 from memstream import metrics
 from memstream.events.deadletter import SourceRecord
 from memstream.longterm.payloads import Session, loads, memories_of, session_of
+from memstream.longterm.retention import Retention
 from memstream.longterm.stages import persist as persist_plan
 from memstream.memory import NewMemory
 from memstream.streams import shared
-from memstream.streams.app import app
+from memstream.streams.app import app, settings
 from memstream.streams.stage import Settle
 from memstream.streams.topics import lt_persist
 
@@ -31,9 +32,10 @@ def read(raw: bytes | None) -> Writes:
 async def handle(writes: Writes, source: SourceRecord) -> None:
     current, store, expire = writes
     provider = await shared.router().for_agent(current.tenant_id, current.agent_id)
-    await persist_plan(provider, current, store, expire)
+    retention = Retention.of(settings.episode_retention_days, settings.episode_max_per_user)
+    gone = await persist_plan(provider, current, store, expire, retention)
     metrics.MEMORIES.labels("stored").inc(len(store))
-    metrics.MEMORIES.labels("expired").inc(len(expire))
+    metrics.MEMORIES.labels("expired").inc(len(gone))
 
 
 @app.agent(lt_persist)

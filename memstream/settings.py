@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     # The part of the user profile's share kept for facts before episodes may use it.
     user_profile_fact_share: float = Field(default=0.5, ge=0, le=1)
     long_term_top_k: int = Field(default=10, ge=1, le=100)
+    # Episodes (what the user said, dated) are kept this many days from when they were stored,
+    # and at most this many per user, the newest first; 0 turns either limit off.
+    episode_retention_days: int = Field(default=365, ge=0)
+    episode_max_per_user: int = Field(default=5000, ge=0)
     summary_cache_ttl_seconds: int = Field(default=3600, ge=1)
     agent_config_cache_seconds: float = Field(default=5.0, ge=0)
     # Stream stages: a record that meets an outage (database, provider, broker) is tried again
