@@ -12,8 +12,9 @@ from memstream.events.deadletter import SourceRecord
 from memstream.longterm.judge import Judge
 from memstream.longterm.models import SessionMessage
 from memstream.longterm.payloads import Session, dumps, loads, messages_of, session_of
+from memstream.store.agents import bound_model
 from memstream.streams import shared
-from memstream.streams.app import app
+from memstream.streams.app import app, settings
 from memstream.streams.stage import Settle
 from memstream.streams.topics import lt_dedupe, lt_judge
 
@@ -32,8 +33,10 @@ def read(raw: bytes | None) -> tuple[Session, list[SessionMessage]]:
 
 async def handle(session: tuple[Session, list[SessionMessage]], source: SourceRecord) -> None:
     current, messages = session
+    config = await shared.router().config(current.tenant_id, current.agent_id)
+    model = bound_model(config, settings.model_of_target)
     # LLM errors, timeouts and bad output fall back to the rules inside the judge.
-    result = await judge_of_worker().judge(messages, agent_id=current.agent_id)
+    result = await judge_of_worker().judge(messages, agent_id=current.agent_id, model=model)
     metrics.EVENTS.labels(STAGE, result.method).inc()
     await shared.send_durably(
         lt_dedupe,

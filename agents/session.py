@@ -13,6 +13,7 @@ from memstream.events.parse import SessionEnded, parse_session_end
 from memstream.kafka import HistoryProgress
 from memstream.longterm.payloads import Session, dumps
 from memstream.longterm.stages import collect
+from memstream.store.agents import long_term_enabled
 from memstream.streams import shared
 from memstream.streams.app import app, settings
 from memstream.streams.stage import Settle
@@ -33,11 +34,15 @@ async def handle(ended: SessionEnded, source: SourceRecord) -> None:
     if source.timestamp is not None and source.timestamp >= 0:
         # Wait until the session's messages (published before its end) are in the record.
         await progress().wait(int(source.timestamp * 1000))
-    collected = await collect(current, shared.resources().messages, shared.marks())
+    # No long-term work for an agent that opted out or binds no model, as on the load path.
+    config = await shared.router().config(current.tenant_id, current.agent_id)
+    wanted = long_term_enabled(config)
+    messages, marks = shared.resources().messages, shared.marks()
+    collected = await collect(current, messages, marks) if wanted else None
     check = dumps(tenant_id=current.tenant_id, conversation_id=current.conversation_id)
     await summary_check.send(key=current.conversation_id.encode(), value=check)
     if collected is None:
-        metrics.EVENTS.labels(STAGE, "nothing_new").inc()
+        metrics.EVENTS.labels(STAGE, "nothing_new" if wanted else "long_term_off").inc()
         return
     # Hand the session on (durably) before recording its marks: a crash in between re-sends
     # it and the later stages are idempotent, while marks first could lose it.

@@ -96,10 +96,12 @@ class LLMClient:
         json_mode: bool = True,
         max_tokens: int | None = None,
         purpose: Purpose = "other",
+        model: str | None = None,
     ) -> str:
-        """The completion text of ``messages``; raises ``LLMError`` when there is none."""
+        """The completion text of ``messages`` by ``model`` (else the client's); raises
+        ``LLMError`` when there is none."""
         payload: dict[str, Any] = {
-            "model": self.model,
+            "model": model or self.model,
             "messages": list(messages),
             "temperature": 0,
             "stream": False,

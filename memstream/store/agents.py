@@ -8,6 +8,7 @@ model (``model_target_id``) has none, neither read nor written.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -35,6 +36,13 @@ class AgentConfig:
 def long_term_enabled(config: AgentConfig | None) -> bool:
     """Whether an agent's sessions build long-term memory and its requests read it."""
     return config is None or (config.open_long_memory and bool(config.model_target_id))
+
+
+def bound_model(config: AgentConfig | None, models: Mapping[str, str]) -> str | None:
+    """The LLM model that serves the agent's ``model_target_id`` (``models`` maps targets to
+    the endpoint's models); None for the one global model."""
+    target = config.model_target_id if config else None
+    return models.get(target) if target else None
 
 
 class AgentConfigStore:

@@ -6,24 +6,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.launch import free_port
+from memstream.kafka import publish
+from memstream.launch import eventually, free_port
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore, StoredMessage
+from memstream.store.schema import long_term_memory
 from memstream.store.summaries import Summary, SummaryStore
 from memstream.text.tokens import count_tokens
 from tests.fakes.mem0 import MEM0_KEY, Mem0State
 from tests.support.api import client_for
 from tests.support.faults import proxied_database
+from tests.support.kafka import message
 from tests.support.settings import isolated_settings
 
 pytestmark = pytest.mark.integration
@@ -383,3 +388,122 @@ async def test_a_sick_database_does_not_switch_long_term_memory_back_on(services
             assert after["long_term"]["provider"] is None
     finally:
         await proxy.stop()
+
+
+# --- the long-term chain honours the same agent config ------------------------------------
+
+
+def session(tenant: str, conversation: str, agent: str, facts: list[str]) -> list[dict[str, Any]]:
+    events = []
+    for i, fact in enumerate(facts):
+        events.append(message(tenant, conversation, 2 * i, agent_id=agent, content=fact))
+        events.append(
+            message(
+                tenant, conversation, 2 * i + 1, agent_id=agent, role="assistant", content="Noted."
+            )
+        )
+    return events
+
+
+def ended(tenant: str, conversation: str, agent: str) -> dict[str, Any]:
+    return {
+        "event_id": f"end-{conversation}",
+        "tenant_id": tenant,
+        "user_id": "user-1",
+        "agent_id": agent,
+        "conversation_id": conversation,
+    }
+
+
+async def session_outcomes(settings: Settings) -> dict[str, float]:
+    try:
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"http://127.0.0.1:{settings.worker_web_port}/metrics")
+    except httpx.ConnectError:
+        return {}  # the worker is still starting
+    return {
+        sample.labels["outcome"]: sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+        if sample.name == "memstream_events_total" and sample.labels.get("stage") == "session"
+    }
+
+
+async def memory_sources(engine: AsyncEngine, tenant: str) -> set[str]:
+    """The conversations the tenant's live memories came from."""
+    query = select(long_term_memory.c.source_event_ids).where(
+        long_term_memory.c.tenant_id == tenant, long_term_memory.c.deleted_at.is_(None)
+    )
+    async with engine.connect() as conn:
+        rows = (await conn.execute(query)).all()
+    return {str(e).rsplit("-", 1)[0] for (ids,) in rows for e in ids}
+
+
+async def test_agents_without_long_term_memory_build_none(settings, tenant, engine, start_worker):
+    start_worker(settings)
+    async with client_for(settings) as api:
+        for agent, config in {
+            "quiet": {"open_long_memory": False, "model_target_id": "m1"},
+            "unbound": {"open_long_memory": True, "model_target_id": None},
+            "talker": {"open_long_memory": True, "model_target_id": "m1"},
+        }.items():
+            put = await api.put(f"/v1/agents/{agent}/config?tenant_id={tenant}", json=config)
+            assert put.status_code == 200, put.text
+    # "stranger" has no config row: the defaults, long-term memory on. Each says other facts,
+    # so none is skipped as already known.
+    agents = {"q": "quiet", "u": "unbound", "t": "talker", "s": "stranger"}
+    cities = {"q": "Lisbon", "u": "Oslo", "t": "Porto", "s": "Kyoto"}
+    for conversation, agent in agents.items():
+        facts = [f"I live in {cities[conversation]}.", f"My sister {agent} is a nurse."]
+        await publish(settings, "message-written", session(tenant, conversation, agent, facts))
+    await publish(settings, "session-ended", [ended(tenant, c, a) for c, a in agents.items()])
+
+    async def all_ended() -> bool:
+        outcomes = await session_outcomes(settings)
+        return outcomes.get("long_term_off", 0) >= 2 and outcomes.get("judged", 0) >= 2
+
+    await eventually(all_ended, within=90, what="four sessions handled")
+    await eventually(
+        lambda: _has(memory_sources(engine, tenant), {"t", "s"}), within=90, what="memories"
+    )
+    assert await memory_sources(engine, tenant) == {"t", "s"}
+
+
+async def _has(found: Awaitable[set[str]], wanted: set[str]) -> bool:
+    return wanted <= await found
+
+
+async def test_the_judge_asks_for_the_agents_bound_model(
+    services, tenant, engine, start_worker, llm_server
+):
+    url, script = llm_server
+    script.reset()
+    settings = isolated_settings(
+        llm_base_url=url, llm_model="global-model", llm_models="m-small=small-model"
+    )
+    start_worker(settings)
+    async with client_for(settings) as api:
+        for agent, target in (("small", "m-small"), ("other", "m-unlisted")):
+            put = await api.put(
+                f"/v1/agents/{agent}/config?tenant_id={tenant}",
+                json={"model_target_id": target},
+            )
+            assert put.status_code == 200, put.text
+    lines = {"small": "I live in Porto.", "other": "I live in Turku."}
+    for agent, line in lines.items():
+        await publish(settings, "message-written", session(tenant, agent, agent, [line]))
+    await publish(settings, "session-ended", [ended(tenant, a, a) for a in lines])
+
+    def model_for(line: str) -> str | None:
+        for request in list(script.requests):
+            if any(line in m.get("content", "") for m in request["messages"]):
+                return str(request["model"])
+        return None
+
+    async def both_asked() -> bool:
+        return all(model_for(line) for line in lines.values())
+
+    # The scripted server answers errors, so the rules judge afterwards: only the ask matters.
+    await eventually(both_asked, within=90, what="judge requests")
+    assert model_for(lines["small"]) == "small-model"
+    assert model_for(lines["other"]) == "global-model"

@@ -63,8 +63,9 @@ class Judge:
         self.llm = llm
 
     async def judge(
-        self, messages: Sequence[SessionMessage], *, agent_id: str | None
+        self, messages: Sequence[SessionMessage], *, agent_id: str | None, model: str | None = None
     ) -> JudgeResult:
+        """``model`` is the LLM model the agent is bound to (the client's own when None)."""
         new = [m for m in messages if m.new]
         if not new:
             return JudgeResult((), "rules")
@@ -76,6 +77,7 @@ class Judge:
                 json_mode=True,
                 max_tokens=MAX_TOKENS,
                 purpose="judge",
+                model=model,
             )
         except LLMError as exc:
             reason: FallbackReason = (
