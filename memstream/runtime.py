@@ -25,8 +25,8 @@ class Resources:
     cache: RedisCache | None
 
     @classmethod
-    def open(cls, settings: Settings) -> Resources:
-        engine = create_engine(settings.database_url)
+    def open(cls, settings: Settings, *, pre_ping: bool = True) -> Resources:
+        engine = create_engine(settings.database_url, pre_ping=pre_ping)
         cache = None
         if settings.cache_enabled:
             cache = RedisCache.from_url(

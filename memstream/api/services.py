@@ -35,7 +35,10 @@ class Services:
     @classmethod
     def open(cls, settings: Settings) -> Services:
         """Build every service and start the search statistics flusher (needs a running loop)."""
-        resources = Resources.open(settings)
+        # No pre-ping: it is a database round trip on every request's every checkout. A
+        # connection the server dropped fails one call (the load path degrades, the pool is
+        # invalidated) and connections are recycled well before MySQL's idle timeout.
+        resources = Resources.open(settings, pre_ping=False)
         engine, cache = resources.engine, resources.cache
         router = ProviderRouter(
             engine, settings, config_cache_seconds=settings.agent_config_cache_seconds
@@ -73,7 +76,9 @@ class Services:
         await self.engine.dispose()
 
 
-def _services(request: Request) -> Services:
+async def _services(request: Request) -> Services:
+    # Async on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, a thread
+    # hand-off on every request.
     services: Services = request.app.state.services
     return services
 

@@ -186,7 +186,13 @@ class LoadPath:
             summary_budget=self._settings.summary_budget_tokens,
             earlier=recent.earlier,
         )
-        out = [ContextMessage.model_validate(m, from_attributes=True) for m in window.messages]
+        # Built, not validated: the entries are the window's own, already of the right types.
+        out = [
+            ContextMessage.model_construct(
+                role=e.role, content=e.content, tokens=e.tokens, summary=e.summary
+            )
+            for e in window.messages
+        ]
         return out, window.tokens
 
     async def _read(
@@ -292,7 +298,7 @@ class LoadPath:
             + list(groups.agent[: budget.agent_memory_items])
         )
         items = [
-            ContextItem(
+            ContextItem.model_construct(
                 id=m.id,
                 cube_id=m.cube_id,
                 memory_type=m.memory_type,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from memstream.api.auth import check_tenant
 from memstream.api.services import ServicesDep
@@ -12,6 +12,8 @@ router = APIRouter()
 
 
 @router.post("/v1/context", response_model=ContextResponse)
-async def context(body: ContextRequest, request: Request, services: ServicesDep) -> ContextResponse:
+async def context(body: ContextRequest, request: Request, services: ServicesDep) -> Response:
     check_tenant(request, body.tenant_id)
-    return await services.loadpath.context(body)
+    answer = await services.loadpath.context(body)
+    # Serialised here: FastAPI would validate the answer against its own model again first.
+    return Response(answer.model_dump_json(), media_type="application/json")
