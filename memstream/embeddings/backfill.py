@@ -13,8 +13,10 @@ last tick stopped, so a tick reads only what is new. Once it has caught up it st
 later is still seen, and every ``sweep_seconds`` it starts again from the beginning (a writer
 whose clock lags further, a vector lost with a database restored from backup).
 
-When the endpoint fails, the tick stops where it is and the next one tries the same memories
-again (the client has already retried the batch with backoff). When a batch fails, one short
+When the endpoint fails, the tick stops where it is and a later one tries the same memories
+again (the client has already retried the batch with backoff); ticks in between are skipped,
+for a pause that doubles with each failure up to ``max_pause_seconds``, so an outage is not
+logged every second. When a batch fails, one short
 probe text tells an endpoint that is down (the tick stops) from one that refuses a text of the
 batch: then each memory is tried alone, and one still refused is counted and passed over
 until the next sweep. A failing
@@ -75,6 +77,7 @@ class EmbeddingBackfill:
         lookback_seconds: float = 300.0,
         sweep_seconds: float = 3600.0,
         tenant_id: str | None = None,
+        max_pause_seconds: float = 60.0,
     ) -> None:
         self._engine = engine
         self.tenant_id = tenant_id  # only this tenant's memories (an import, a benchmark)
@@ -84,12 +87,28 @@ class EmbeddingBackfill:
         self.sweep_seconds = sweep_seconds
         self._position: Position | None = None  # None: from the first memory ever written
         self._swept_at = time.monotonic()
+        self.max_pause = max_pause_seconds
+        self._failures = 0  # ticks failed in a row
+        self._resume_at = 0.0  # monotonic time before which ticks do nothing
 
     async def tick(self) -> TickResult:
         """Embed the next memories lacking a vector; never raises for the endpoint or the
-        database (the next tick tries again)."""
-        if time.monotonic() - self._swept_at >= self.sweep_seconds:
-            self._position, self._swept_at = None, time.monotonic()
+        database (a later tick tries again)."""
+        now = time.monotonic()
+        if now < self._resume_at:
+            return TickResult(error="paused after a failure")
+        if now - self._swept_at >= self.sweep_seconds:
+            self._position, self._swept_at = None, now
+        result = await self._tick()
+        if result.error is None:
+            self._failures = 0
+        else:
+            self._failures += 1
+            pause = min(self.max_pause, 2.0 ** (self._failures - 1))
+            self._resume_at = time.monotonic() + pause
+        return result
+
+    async def _tick(self) -> TickResult:
         try:
             pending = await self._pending()
         except Exception as exc:
@@ -105,7 +124,7 @@ class EmbeddingBackfill:
                 done, skipped = await self._embed(batch)
             except Exception as exc:
                 EMBEDDED.labels("failed").inc(len(batch))
-                log.warning("embedding backfill stopped, tried again next tick: %s", exc)
+                log.warning("embedding backfill stopped, tried again later: %s", exc)
                 return TickResult(stored, refused, str(exc))
             stored += done
             refused += skipped

@@ -67,7 +67,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -78,7 +78,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from memstream.embeddings import rows as vector_rows
 from memstream.embeddings.cache import UserVectors, VectorCache
 from memstream.embeddings.client import EmbeddingClient
-from memstream.embeddings.fusion import entered_by_rank, fuse
+from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT, entered_by_rank, fuse
 from memstream.memory import (
     MEMORY_TYPES,
     USER_PROFILE,
@@ -201,6 +201,9 @@ class MySQLProvider:
         vector_cache_bytes: int = 64 * 1024 * 1024,
         query_timeout: float = 0.4,
         embedding_retry_seconds: float = 2.0,
+        vector_weight: float = VECTOR_WEIGHT,
+        fusion: Literal["rrf", "weighted"] = "weighted",
+        rrf_k: int = RRF_K,
     ) -> None:
         self._engine = engine
         self._dialect = engine.dialect.name
@@ -221,6 +224,9 @@ class MySQLProvider:
         self.vectors = VectorCache(vector_cache_bytes)
         self.query_timeout = query_timeout
         self.embedding_retry_seconds = embedding_retry_seconds
+        self.vector_weight = vector_weight
+        self.fusion: Literal["rrf", "weighted"] = fusion
+        self.rrf_k = rrf_k
         self._embeddings_retry_at = 0.0  # monotonic time before which queries are not embedded
         self._vector_locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
@@ -379,9 +385,7 @@ class MySQLProvider:
             vectors = await self._user_vectors(
                 tenant_id, user_id, entry, fingerprint, int(query_vector.shape[0])
             )
-            return _rank_hybrid(
-                entry, terms, query_vector, vectors, cubes, top_k, self.relativity, self.mmr_lambda
-            )
+            return _rank_hybrid(entry, terms, query_vector, vectors, cubes, top_k, self)
         finally:
             if embedding is not None:
                 embedding[0].cancel()
@@ -640,8 +644,7 @@ def _rank_hybrid(
     vectors: UserVectors,
     cubes: Sequence[str],
     top_k: int,
-    relativity: float,
-    mmr_lambda: float,
+    options: MySQLProvider,
 ) -> list[MemoryItem]:
     """Lexical and vector rankings of each readable cube fused (memstream.embeddings.fusion),
     then MMR on the fused scores (synchronous, like ``_rank_lexical``)."""
@@ -669,17 +672,28 @@ def _rank_hybrid(
             if not open_cubes:
                 break
     picked: list[tuple[float, float, str]] = []
+    tokens = entry.index.token_set
     for cube in cubes:
         ranked = [
             (doc_id, normalised(value))
             for value, doc_id in heapq.nlargest(pool_size, lexical[cube])
         ]
         fused = fuse(
-            ranked, by_cosine[cube], threshold=relativity, entered=entered, limit=pool_size
+            ranked,
+            by_cosine[cube],
+            threshold=options.relativity,
+            k=options.rrf_k,
+            vector_weight=options.vector_weight,
+            entered=entered,
+            order=options.fusion,
+            limit=pool_size,
         )
-        pool = [((f.rrf, f.id), f.score, entry.index.token_set(f.id)) for f in fused]
-        for (rrf, doc_id), score, _tokens in mmr(pool, mmr_lambda, top_k):
-            picked.append((score, rrf, doc_id))
+        pool = [
+            ((f.rrf if options.fusion == "rrf" else f.weighted, f.id), f.score, tokens(f.id))
+            for f in fused
+        ]
+        for (value, doc_id), score, _tokens in mmr(pool, options.mmr_lambda, top_k):
+            picked.append((score, value, doc_id))
     picked.sort(reverse=True)
     return [replace(items[doc_id], score=round(score, 4)) for score, _, doc_id in picked]
 

@@ -4,6 +4,7 @@ MariaDB and SQLite, with the local fake embeddings server."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -94,10 +95,18 @@ def memory(tenant: str, content: str, *, user: str = "u1", cube: str = USER_PROF
 
 
 def backfill(
-    db: AsyncEngine, url: str, tenant: str, *, per_tick: int | None = None, **options: float
+    db: AsyncEngine,
+    url: str,
+    tenant: str,
+    *,
+    per_tick: int | None = None,
+    pause: float = 60.0,
+    **options: float,
 ) -> EmbeddingBackfill:
     """The backfill over this test's tenant only (the shared database holds other tests')."""
-    return EmbeddingBackfill(db, client(url, **options), per_tick=per_tick, tenant_id=tenant)
+    return EmbeddingBackfill(
+        db, client(url, **options), per_tick=per_tick, tenant_id=tenant, max_pause_seconds=pause
+    )
 
 
 def hybrid(db: AsyncEngine, url: str, **options: float) -> MySQLProvider:
@@ -289,11 +298,16 @@ async def test_backfill_retries_on_the_next_tick_when_the_endpoint_fails(
     db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str
 ) -> None:
     await MySQLProvider(db).add([memory(tenant, fact) for fact in FACTS])
-    job = backfill(db, server, tenant, max_attempts=2)
+    job = backfill(db, server, tenant, max_attempts=2, pause=0.3)
     script.faults = [503, 503, 503, 503]  # the batch (twice) and the probe (twice)
     failed = await job.tick()
     assert failed.stored == 0 and failed.error and "503" in failed.error
     assert await vector_count(db, tenant) == 0
+    # Right after a failure the endpoint is left alone for a while.
+    asked = len(script.requests)
+    paused = await job.tick()
+    assert paused.stored == 0 and paused.error and len(script.requests) == asked
+    await asyncio.sleep(0.35)
     recovered = await job.tick()
     assert recovered.stored == len(FACTS) and recovered.error is None
     assert await vector_count(db, tenant) == len(FACTS)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from memstream.embeddings.fusion import (
     COSINE_FLOOR,
     COSINE_FULL,
     RRF_K,
+    entered_by_rank,
     fuse,
     ranks,
     vector_score,
@@ -112,3 +114,42 @@ def test_a_question_finds_its_answer_by_meaning_alone() -> None:
     fused = fuse(lexical, vector)
     assert [f.id for f in fused] == ["m-city", "m-teacher"]
     assert fused[1].score >= RELATIVITY
+
+
+def test_the_best_vector_hit_enters_by_rank_when_it_clearly_beats_the_rest() -> None:
+    # MiniLM, "Where should I eat tonight?": the vegetarian memory 0.128, Berlin 0.033.
+    assert entered_by_rank([0.128, 0.033]) == [0]
+    # An episode saying the same comes first, and the fact still enters with it.
+    assert entered_by_rank([0.128, 0.033, 0.19]) == [2, 0]
+    # Nothing stands out: nothing enters.
+    assert entered_by_rank([0.05, 0.04, 0.06, 0.03]) == []
+    assert entered_by_rank([]) == [] and entered_by_rank([0.9], entries=0) == []
+
+
+def test_entry_by_rank_does_not_let_noise_in_however_many_memories() -> None:
+    seeds_with_entries = 0
+    for seed in range(50):
+        noise = np.random.default_rng(seed).normal(0.2, 0.1, size=1000).astype(np.float32)
+        seeds_with_entries += bool(entered_by_rank(noise))
+        clear = np.append(noise, np.float32(0.9))
+        assert entered_by_rank(clear)[0] == 1000
+    assert seeds_with_entries <= 10
+
+
+def test_entered_hits_count_at_the_threshold() -> None:
+    fused = fuse([], [("faint", 0.128), ("other", 0.033)], entered={"faint"})
+    assert [(f.id, f.score) for f in fused] == [("faint", RELATIVITY)]
+    assert fuse([], [("faint", 0.128)]) == []
+
+
+def test_the_weighted_order_lets_the_lexical_score_lead() -> None:
+    lexical = [("words", 0.8), ("tied-a", 1.0), ("tied-b", 1.0)]
+    vector = [("meaning", 0.6), ("tied-b", 0.5), ("words", 0.2)]
+    fused = fuse(lexical, vector, order="weighted", vector_weight=0.1)
+    # Equal lexical scores are ordered by meaning; a memory found by meaning alone follows
+    # the lexical matches; every score still falls along the order.
+    assert [f.id for f in fused] == ["tied-b", "tied-a", "words", "meaning"]
+    assert fused[0].weighted == pytest.approx(1.0 + 0.1 * vector_score(0.5))
+    assert [f.score for f in fused] == sorted((f.score for f in fused), reverse=True)
+    with pytest.raises(ValueError, match="order"):
+        fuse(lexical, vector, order="best")  # type: ignore[arg-type]
