@@ -11,6 +11,7 @@ rebalance) is handled twice with no visible change.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ class Redelivery:
     def __init__(self, consumer: AIOKafkaConsumer) -> None:
         self.consumer = consumer
         self.waiting: dict[TopicPartition, float] = {}  # paused partitions: when the head is due
+        self._counted: set[TopicPartition] = set()
 
     async def run(self) -> None:
         while True:
@@ -55,6 +57,7 @@ class Redelivery:
             handled = await self._partition(tp, records)
             if handled is not None:
                 await self._commit(tp, handled)
+        await self._count_waiting()
 
     def _resume_due(self) -> None:
         assigned = self.consumer.assignment()
@@ -99,6 +102,18 @@ class Redelivery:
             metrics.RECORDS.labels(STAGE, "finished").inc()
             handled = record.offset + 1
         return handled
+
+    async def _count_waiting(self) -> None:
+        assigned = self.consumer.assignment()
+        for tp in assigned:
+            end = self.consumer.highwater(tp)
+            if end is not None:
+                waiting = max(0, end - await self.consumer.position(tp))
+                metrics.RETRY_WAITING.labels(tp.topic, str(tp.partition)).set(waiting)
+        for tp in self._counted - assigned:
+            with contextlib.suppress(KeyError):
+                metrics.RETRY_WAITING.remove(tp.topic, str(tp.partition))
+        self._counted = set(assigned)
 
     async def _commit(self, tp: TopicPartition, offset: int) -> None:
         try:

@@ -53,6 +53,12 @@ CONSUMER_LAG = Gauge(
     ["topic", "partition"],
 )
 _lag_labels: set[tuple[str, str]] = set()
+RETRY_WAITING = Gauge(
+    "memstream_retry_waiting",
+    "Records waiting on a retry tier for their stage to try them again, per tier topic and "
+    "partition this worker reads (what an outage has piled up).",
+    ["topic", "partition"],
+)
 
 
 def update_consumer_lag(consumer: Any) -> None:

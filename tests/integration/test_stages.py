@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
+from functools import partial
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.kafka import PUBLIC_TOPICS, ensure_topics, internal_topics, publish
+from memstream.kafka import PUBLIC_TOPICS, caught_up, ensure_topics, internal_topics, publish
 from memstream.launch import eventually
 from memstream.longterm.backoff import Failing, RetryRecord
 from memstream.longterm.models import Candidate, SessionMessage
@@ -70,6 +73,18 @@ async def letters(settings: Settings) -> list[dict[str, object]]:
     return [value for _, value in await read_topic(settings, "dead-letter")]
 
 
+async def metric(settings: Settings, name: str, **labels: str) -> float:
+    """The sum of a worker metric's samples that carry ``labels``."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(f"http://127.0.0.1:{settings.worker_web_port}/metrics")
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+        if sample.name == name and labels.items() <= sample.labels.items()
+    )
+
+
 async def all_topics(settings: Settings) -> None:
     await ensure_topics(settings, PUBLIC_TOPICS + internal_topics(settings))
 
@@ -125,6 +140,8 @@ async def test_garbage_on_every_internal_topic_is_dead_lettered_and_each_stage_g
         assert isinstance(source, dict)
         assert source["topic"] in {settings.topic(n) for n in [*good, "summary-check"]}
         assert letter["payload"] == '{"garbage": 1}' or letter["payload_encoding"] == "base64"
+    for topic in ["lt-judge", "lt-dedupe", "lt-conflict", "lt-persist", "summary-check"]:
+        await eventually(partial(caught_up, settings, topic), what=f"{topic} committed")
     assert worker.alive()
 
 
@@ -180,6 +197,8 @@ async def test_a_long_backoff_holds_back_no_other_record(services, tenant, engin
         blocked = proposed(tenant, "a", "The user owns a kayak", agent="stuck")
         await publish(settings, "lt-conflict", [blocked])
         await asyncio.sleep(16)  # now it waits on the 16 s tier until about 31 s
+        assert await metric(settings, "memstream_retry_waiting") == 1
+        assert await metric(settings, "memstream_records_total", outcome="retried") >= 4
         await proxy.stop()
         await publish(settings, "lt-conflict", [proposed(tenant, "b", "The user keeps bees")])
         await asyncio.sleep(1.5)  # its first try fails: it waits on the 1 s tier
