@@ -12,6 +12,7 @@ BENCHMARKS = {
     "loadpath": loadpath.main,
     "locomo": locomo.main,
     "longterm": longterm.main,
+    "longterm-locomo": longterm.locomo_only,
 }
 
 

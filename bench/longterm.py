@@ -29,6 +29,7 @@ from bench.support import isolated_settings, log_dir, start_worker
 from memstream.kafka import caught_up, publish
 from memstream.launch import eventually, free_port
 from memstream.providers.mysql import MySQLProvider
+from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore
@@ -231,54 +232,85 @@ async def locomo(base: Settings) -> None:
         await asyncio.sleep(5)
         await eventually(lambda: chain_idle(settings), within=900, what="chain idle")
 
-        provider = MySQLProvider(engine, relativity=0.0)
-        ours, bm25 = Recall(), Recall()
-        tokens = 0
-        stored_items = 0
-        for sample in samples:
-            live = await provider.list_live(tenant, sample.sample_id, None)
-            stored_items += len(live)
-            tokens += sum(count_tokens(m.content) for m in live)
-            plain = OkapiBM25([t.text for t in sample.turns])
-            prefix = f"{sample.sample_id}:"
-            for question in sample.questions:
-                ours.count(question)
-                bm25.count(question)
-                items = await provider.search(
-                    tenant, sample.sample_id, None, question.text, top_k=max(KS)
-                )
-                cited = [
-                    tuple(e.removeprefix(prefix) for e in item.source_event_ids) for item in items
-                ]
-                top = [(sample.turns[d].dia_id,) for d in plain.top(question.text, max(KS))]
-                for k in KS:
-                    ours.add(question, k, cited)
-                    bm25.add(question, k, top)
-        turns = sum(len(s.turns) for s in samples)
-        print(
-            f"LoCoMo dev through the pipeline (rule-based judge): {turns} turns -> "
-            f"{stored_items} memories, {tokens:,} tokens stored"
-        )
-        header = "  " + f"{'':28s}" + "".join(f"{'@' + str(k):>8s}" for k in KS)
-        header += "".join(f"{name[:11]:>13s}" for name in CATEGORIES.values())
-        print(header)
-        for label, recall in (("memstream pipeline", ours), ("BM25 over raw turns", bm25)):
-            row = f"  {label:28s}" + "".join(f"{recall.at(k):7.1f}%" for k in KS)
-            row += "".join(f"{recall.at(5, c):5.1f}/{recall.at(10, c):5.1f}  " for c in CATEGORIES)
-            print(row)
-        print(
-            f"  dia_ids per returned item: {ours.mean_dia_ids(10):.2f} (BM25: 1.00); "
-            f"items returned at k=10: {ours.mean_items(10):.1f}"
-        )
+        await report_pipeline(engine, tenant, samples)
     finally:
         worker.stop(timeout=30)
         await engine.dispose()
+
+
+async def report_pipeline(engine: Any, tenant: str, samples: list[Any]) -> None:
+    """Recall of the evidence through what the chain kept, at the load path's relativity
+    threshold and without one, next to BM25 over every raw turn, with the tokens returned."""
+    variants = {
+        f"memstream, relativity {RELATIVITY}": MySQLProvider(engine, relativity=RELATIVITY),
+        "memstream, no threshold": MySQLProvider(engine, relativity=0.0),
+    }
+    bm25_label = "BM25 over raw turns"
+    recalls = {label: Recall() for label in [*variants, bm25_label]}
+    returned_tokens = dict.fromkeys(recalls, 0)
+    stored_items = stored_tokens = episodes = questions = 0
+    for sample in samples:
+        live = await variants["memstream, no threshold"].list_live(tenant, sample.sample_id, None)
+        stored_items += len(live)
+        episodes += sum(1 for m in live if m.kind == "episode")
+        stored_tokens += sum(count_tokens(m.content) for m in live)
+        plain = OkapiBM25([turn.text for turn in sample.turns])
+        prefix = f"{sample.sample_id}:"
+        for question in sample.questions:
+            questions += 1
+            ranked: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+            for label, provider in variants.items():
+                items = await provider.search(
+                    tenant, sample.sample_id, None, question.text, top_k=max(KS)
+                )
+                ranked[label] = [
+                    (tuple(e.removeprefix(prefix) for e in item.source_event_ids), item.content)
+                    for item in items[: max(KS)]
+                ]
+            ranked[bm25_label] = [
+                ((sample.turns[d].dia_id,), sample.turns[d].text)
+                for d in plain.top(question.text, max(KS))
+            ]
+            for label, found in ranked.items():
+                recalls[label].count(question)
+                for k in KS:
+                    recalls[label].add(question, k, [cited for cited, _ in found])
+                returned_tokens[label] += sum(count_tokens(text) for _, text in found)
+    turns = sum(len(s.turns) for s in samples)
+    print(
+        f"LoCoMo dev through the pipeline (rule-based judge, no embeddings): {turns} turns -> "
+        f"{stored_items} memories ({episodes} episodes), {stored_tokens:,} tokens stored"
+    )
+    header = "  " + f"{'':34s}" + "".join(f"{'@' + str(k):>8s}" for k in KS)
+    header += "".join(f"{name[:11]:>13s}" for name in CATEGORIES.values()) + "  tokens@10"
+    print(header)
+    for label, recall in recalls.items():
+        row = f"  {label:34s}" + "".join(f"{recall.at(k):7.1f}%" for k in KS)
+        row += "".join(f"{recall.at(5, c):5.1f}/{recall.at(10, c):5.1f}  " for c in CATEGORIES)
+        row += f"{returned_tokens[label] / questions:9.0f}"
+        print(row)
+    baseline = recalls[bm25_label]
+    for label in variants:
+        ratio = recalls[label].at(10) / max(baseline.at(10), 1e-9)
+        tokens = returned_tokens[label] / max(returned_tokens[bm25_label], 1)
+        print(
+            f"  {label}: recall@10 {ratio:.2f}x BM25, tokens of the top 10 {tokens:.2f}x "
+            f"BM25's; dia_ids per item {recalls[label].mean_dia_ids(10):.2f}, "
+            f"items at k=10 {recalls[label].mean_items(10):.1f}"
+        )
 
 
 async def main() -> None:
     base = Settings()
     await migrate(base.database_url)
     await chain(base)
+    await locomo(base)
+
+
+async def locomo_only() -> None:
+    """Only the LoCoMo half: ``python -m bench longterm-locomo``."""
+    base = Settings()
+    await migrate(base.database_url)
     await locomo(base)
 
 

@@ -13,7 +13,7 @@ Scoring
 
 Normalisation (what makes the 0.45 relativity threshold meaningful)
     ``coverage = min(1, bm25(q, d) / ideal(q))`` where ``ideal(q)`` is the sum of idf(t) over
-    the query's terms (with multiplicity): the BM25 score of a document of average length that
+    the query's terms (with multiplicity): the BM25 score of a document of reference length that
     contains every query term exactly once. Coverage is "the share of the query's information
     (idf mass) the memory matches", with BM25's tf saturation and length normalisation on
     top. Query terms no memory contains keep their (high) idf in ``ideal``: the memories
@@ -58,10 +58,17 @@ MMR_LAMBDA = 0.85
 DUPLICATE_SIMILARITY = 0.8
 """Token-set Jaccard at or above which a candidate counts as a near-duplicate and is dropped."""
 
-# BM25 parameters, tuned on the LoCoMo dev split: memories are short, so length
-# normalisation (b) is kept light; phrase pairs weigh 0.3 of a word.
+# BM25 parameters, tuned on the LoCoMo dev split; phrase pairs weigh 0.3 of a word.
+# Lengths are measured against a fixed reference, the length in index terms of a typical
+# distilled fact, not against the user's average: a memory's score, and so what the relativity
+# threshold keeps, must not move when the user's other memories get longer or shorter. With
+# episodes (a dated line per user turn, about 20 terms) next to the facts, the former light
+# normalisation (b = 0.2 against the average) favoured long items: a top 10 held 1.7x the
+# tokens of BM25's top 10 raw turns. These values hold it to 1.2-1.45x for a point or two of
+# recall.
 K1 = 1.2
-B = 0.2
+B = 0.45
+REFERENCE_TERMS = 9
 PHRASE_WEIGHT = 0.3
 BACKGROUND_DOCS = 50
 
@@ -95,11 +102,11 @@ class LexicalIndex:
     """An in-memory BM25 index over (id, text) documents.
 
     ``docs`` may give either the text or its tokens (``tokenize(text)``). Documents can be
-    added and removed one by one; BM25 statistics (idf, average length) always reflect the
+    added and removed one by one; the idf statistics always reflect the
     current set because impacts are computed at query time.
     """
 
-    __slots__ = ("_b", "_docs", "_k1", "_length", "_norms", "_phrase", "_phrase_weight", "_tf")
+    __slots__ = ("_b", "_docs", "_k1", "_norms", "_phrase", "_phrase_weight", "_tf")
 
     def __init__(
         self,
@@ -115,7 +122,6 @@ class LexicalIndex:
         self._docs: dict[str, _Doc] = {}
         self._tf: dict[str, dict[str, int]] = {}  # term -> {doc id: term frequency}
         self._phrase: dict[str, dict[str, int]] = {}  # word pair -> {doc id: frequency}
-        self._length = 0  # total tokens, for the average document length
         self._norms: dict[str, float] | None = None  # per-document BM25 length factor
         for doc_id, body in docs:
             self.add(doc_id, body)
@@ -135,7 +141,6 @@ class LexicalIndex:
                 else:
                     posting[doc_id] = tf
         self._docs[doc_id] = _Doc(tokens, frozenset(counts), frozenset(pairs))
-        self._length += len(tokens)
         self._norms = None
 
     def remove(self, doc_id: str) -> bool:
@@ -149,7 +154,6 @@ class LexicalIndex:
                 del posting[doc_id]
                 if not posting:
                     del field_[key]
-        self._length -= len(doc.tokens)
         self._norms = None
         return True
 
@@ -175,9 +179,8 @@ class LexicalIndex:
 
     def _length_norms(self) -> dict[str, float]:
         if self._norms is None:
-            avgdl = (self._length / len(self._docs)) if self._length else 1.0
             base = self._k1 * (1.0 - self._b)
-            scale = self._k1 * self._b / avgdl
+            scale = self._k1 * self._b / REFERENCE_TERMS
             self._norms = {i: base + scale * len(d.tokens) for i, d in self._docs.items()}
         return self._norms
 
