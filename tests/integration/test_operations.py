@@ -9,11 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 from sqlalchemy import inspect
 
-from memstream.launch import eventually
+from memstream.launch import eventually, free_port
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore
 from tests.support.kafka import message, read_topic
@@ -86,6 +87,9 @@ async def test_dev_runs_the_system_on_the_embedded_default(tmp_path: Path, tenan
     """`memstream dev`: bundled broker, SQLite, no Redis; Ctrl-C stops everything."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
     env["MEMSTREAM_WORKER_WEB_PORT"] = "0"
+    # A port of its own: other runs on this machine may hold the default one.
+    port = free_port()
+    env["MEMSTREAM_API_PORT"] = str(port)
     dev = subprocess.Popen(
         [sys.executable, "-m", "memstream", "dev"],
         env=env,
@@ -102,8 +106,11 @@ async def test_dev_runs_the_system_on_the_embedded_default(tmp_path: Path, tenan
             lines.append(line.decode(errors="replace"))
             return "memstream dev is up" in lines[-1] or dev.poll() is not None
 
-        await eventually(up, within=90, what="memstream dev")
+        await eventually(up, within=150, what="memstream dev")
         assert dev.poll() is None, "".join(lines)
+        # "up" means the worker consumes, not only that the API answers.
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz?workers=true", timeout=5)
+        assert ready.status_code == 200, ready.text
         events = tmp_path / "events.jsonl"
         events.write_bytes(
             b"".join(orjson.dumps(message(tenant, "c", n)) + b"\n" for n in range(5))

@@ -1,4 +1,5 @@
-"""``/healthz`` (process up), ``/readyz`` (database, cache and broker reachable), ``/metrics``."""
+"""``/healthz`` (process up), ``/readyz`` (database, cache and broker reachable; the workers'
+consumer group, required with ``?workers=true``), ``/metrics``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from memstream.api.services import Services, ServicesDep
+from memstream.readiness import worker_group
 
 router = APIRouter()
 
@@ -21,11 +23,14 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(services: ServicesDep) -> JSONResponse:
+async def readyz(services: ServicesDep, workers: bool = False) -> JSONResponse:
     checks = await _readiness(services)
+    group = await worker_group(services.settings)
+    if workers:
+        checks["workers"] = group.check()
     ready = all(v in ("ok", "disabled") for v in checks.values())
     return JSONResponse(
-        {"status": "ready" if ready else "not_ready", "checks": checks},
+        {"status": "ready" if ready else "not_ready", "checks": checks, "workers": group.as_json()},
         status_code=200 if ready else 503,
     )
 
