@@ -10,7 +10,7 @@ import faust
 from memstream import metrics
 from memstream.events.deadletter import SourceRecord
 from memstream.events.parse import SessionEnded, parse_session_end
-from memstream.kafka import HistoryProgress
+from memstream.longterm.ordering import HistoryOrdering
 from memstream.longterm.payloads import Session, dumps
 from memstream.longterm.stages import collect
 from memstream.store.agents import long_term_enabled
@@ -23,8 +23,8 @@ STAGE = "session"
 
 
 @cache
-def progress() -> HistoryProgress:
-    return HistoryProgress(settings)
+def progress() -> HistoryOrdering:
+    return HistoryOrdering(settings)
 
 
 async def handle(ended: SessionEnded, source: SourceRecord) -> None:

@@ -1,0 +1,73 @@
+"""The session stage's wait for its messages: a session end is handled only once the history
+stage has stored every message published before it.
+
+The two input topics are consumed independently, so a ``session-ended`` can overtake the last
+messages of its session. Every ``message-written`` partition is checked (sub-agent messages
+carry other keys): the history stage's committed offset must reach the first record at or after
+the session end's time, or the partition's end when the broker cannot look times up
+(``memstream.offsets``). Waiting for the end is never wrong, only longer: it also waits for
+messages published after the session end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from memstream import offsets
+from memstream.kafka import stop_consumer
+from memstream.settings import Settings
+
+
+class HistoryOrdering:
+    """How far the history stage has stored ``message-written``, from the group's committed
+    offsets; one per worker, its admin client opened on first use."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topic = settings.topic("message-written")
+        self._lookups = offsets.TimeLookups()
+        self._admin: AIOKafkaAdminClient | None = None
+
+    async def _admin_client(self) -> AIOKafkaAdminClient:
+        if self._admin is None:
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.kafka_bootstrap_servers)
+            await admin.start()
+            self._admin = admin
+        return self._admin
+
+    async def targets(self, timestamp_ms: int) -> dict[TopicPartition, int]:
+        """Per partition, the offset below which every record predates ``timestamp_ms``, or
+        the partition's end where the broker cannot tell."""
+        admin = await self._admin_client()
+        tps = await offsets.partitions(admin, self.topic)
+        # A consumer per call: one kept for the worker's life would outlive its event loop.
+        consumer = offsets.group_less_consumer(self.settings.kafka_bootstrap_servers)
+        await consumer.start()
+        try:
+            ends = await offsets.high_watermarks(consumer, tps)
+            return await self._lookups.first_at_or_after(consumer, ends, timestamp_ms)
+        finally:
+            await stop_consumer(consumer)
+
+    async def stored_up_to(self, targets: dict[TopicPartition, int]) -> bool:
+        """Whether the history stage has committed every partition up to its target."""
+        admin = await self._admin_client()
+        done = await offsets.committed(admin, self.settings.app_id, list(targets))
+        return all(done[tp] >= target for tp, target in targets.items())
+
+    async def wait(self, timestamp_ms: int, poll: float = 0.25) -> None:
+        """Return once the history stage has stored everything published before
+        ``timestamp_ms``."""
+        targets = await self.targets(timestamp_ms)
+        while not await self.stored_up_to(targets):  # noqa: ASYNC110 - polls the broker
+            await asyncio.sleep(poll)
+
+    async def close(self) -> None:
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                await self._admin.close()
+            self._admin = None
