@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     # The part of the user profile's share kept for facts before episodes may use it.
     user_profile_fact_share: float = Field(default=0.5, ge=0, le=1)
     long_term_top_k: int = Field(default=10, ge=1, le=100)
+    # How long a user's memory index, checked against the built-in store, serves searches
+    # before it is checked again: what the worker writes reaches the load path within it.
+    long_term_fresh_seconds: float = Field(default=1.0, ge=0)
     # Episodes (what the user said, dated) are kept this many days from when they were stored,
     # and at most this many per user, the newest first; 0 turns either limit off.
     episode_retention_days: int = Field(default=365, ge=0)

@@ -27,6 +27,12 @@ Freshness check (why row counts and not a version row or ``MAX(updated_at)``):
     dropped from the index. A cold load or a big change is tokenized and indexed in a worker
     thread so that other requests keep being served.
 
+    With ``fresh_seconds`` (the query API's load path: ``MEMSTREAM_LONG_TERM_FRESH_SECONDS``)
+    an index checked that recently is used without checking again: the check is the load
+    path's only database round trip, and a memory the worker wrote then reaches searches
+    within that time at most. This process's own writes mark the user's index unchecked at
+    once, so an API client reads what it wrote.
+
 Vectors (with an embeddings client):
     Vectors live in their own table, ``memory_embedding`` (one row per memory and model),
     written after the memory by the worker's backfill (memstream.embeddings.backfill) so a
@@ -180,6 +186,9 @@ class _UserIndex:
     items: dict[str, MemoryItem]
     index: LexicalIndex
     checked_at: float = field(default_factory=time.monotonic)
+    # When the counts last matched the table (never: 0), and those counts with the vectors'.
+    verified_at: float = 0.0
+    verified: Fingerprint = (0, 0, 0)
     counted: int = 0  # memories this entry adds to the cache's total (set by _store)
 
 
@@ -197,6 +206,7 @@ class MySQLProvider:
         cache_users: int = 1024,
         cache_memories: int = 250_000,
         revalidate_seconds: float = 300.0,
+        fresh_seconds: float = 0.0,
         embedder: EmbeddingClient | None = None,
         vector_cache_bytes: int = 64 * 1024 * 1024,
         query_timeout: float = 0.4,
@@ -214,6 +224,7 @@ class MySQLProvider:
         self._cache_users = cache_users
         self._cache_memories = cache_memories
         self._revalidate = revalidate_seconds
+        self._fresh = fresh_seconds
         self._cache: OrderedDict[tuple[str, str], _UserIndex] = OrderedDict()
         self._cached_memories = 0
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
@@ -275,6 +286,8 @@ class MySQLProvider:
                         .values(content_hash=t.c.id)
                     )
                 pending = [rows[k] for k in sorted(rows) if k not in stored]
+        for tenant_id, user_id in {(k[0], k[1]) for k in keys}:
+            self._unverify(tenant_id, user_id)
         missing = [k for k in keys if k not in stored]
         if missing:
             raise RuntimeError(f"memories not stored: {missing[:3]}")
@@ -314,6 +327,8 @@ class MySQLProvider:
             for chunk in _chunks(sorted(set(ids))):
                 scope = (t.c.tenant_id == tenant_id, t.c.id.in_(chunk), t.c.deleted_at.is_(None))
                 deleted += await self._expire(conn, scope)
+        if deleted:
+            self._unverify(tenant_id)  # the ids do not say whose they were
         return deleted
 
     async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
@@ -493,15 +508,26 @@ class MySQLProvider:
         row = (await conn.execute(query)).one()
         return int(row[0]), int(row[1]), int(row[2]) if len(row) > 2 else 0
 
+    def _unverify(self, tenant_id: str, user_id: str | None = None) -> None:
+        """The next search of these users (all of the tenant's) checks the table again."""
+        for (tenant, user), entry in self._cache.items():
+            if tenant == tenant_id and user_id in (None, user):
+                entry.verified_at = 0.0
+
     async def _user_index(self, tenant_id: str, user_id: str) -> tuple[_UserIndex, Fingerprint]:
         """The user's lexical index, fresh, and the fingerprint it was checked against."""
         key = (tenant_id, user_id)
+        entry = self._cache.get(key)
+        if entry is not None and time.monotonic() - entry.verified_at < self._fresh:
+            self._cache.move_to_end(key)
+            return entry, entry.verified
         async with self._engine.connect() as conn:
             fingerprint = await self._fingerprint(conn, tenant_id, user_id)
         entry = self._cache.get(key)
         counts: Counts = fingerprint[:2]
         if entry is not None and self._usable(entry, counts, exact=True):
             self._cache.move_to_end(key)
+            entry.verified_at, entry.verified = time.monotonic(), fingerprint
             return entry, fingerprint
         # One load per user at a time; the others wait for it instead of loading the same.
         lock = self._locks.get(key)
@@ -527,7 +553,8 @@ class MySQLProvider:
             self._store(key, entry)
             # The vector count read before the live set: never newer than the vectors read
             # after it, so a vector matrix tagged with it is refreshed rather than kept stale.
-            return entry, (*counts, fingerprint[2])
+            entry.verified_at, entry.verified = time.monotonic(), (*counts, fingerprint[2])
+            return entry, entry.verified
 
     def _usable(self, entry: _UserIndex, fingerprint: Counts, *, exact: bool) -> bool:
         if time.monotonic() - entry.checked_at >= self._revalidate:

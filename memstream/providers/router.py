@@ -56,6 +56,7 @@ class ProviderRouter:
                 # Half the long-term part's time limit: a slow endpoint leaves the other half
                 # for the lexical answer.
                 query_timeout=settings.long_term_timeout_seconds / 2,
+                fresh_seconds=settings.long_term_fresh_seconds,
             )
         self._ttl = config_cache_seconds
         self._configs: dict[tuple[str, str], tuple[float, AgentConfig | None]] = {}
