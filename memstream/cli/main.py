@@ -1,4 +1,4 @@
-"""The ``memstream`` command line."""
+"""The memstream command line."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from memstream.cli.options import overrides, program_parser, with_shared_options
 from memstream.errors import MemstreamError
 from memstream.settings import Settings
 
@@ -41,13 +42,13 @@ def _positive(value: str) -> int:
 
 
 REDRIVE_HELP = """\
-Send dead letters back to the topic they came from (the `source.topic` of each letter:
+Send dead letters back to the topic they came from (the source.topic of each letter:
 message-written, session-ended or a stage's internal topic), with their original key and value,
 so that the stage tries them again once what made them fail is fixed. Prints how many were sent
 per reason and stage.
 
 Each letter is sent at most once, whatever happens: it is recorded in the database table
-redriven_letter (created by `memstream migrate`, or here when missing) before it is sent, and
+redriven_letter (created by memstream migrate, or here when missing) before it is sent, and
 later runs skip every recorded letter. A run interrupted after recording a letter but before the
 broker confirmed its send leaves it recorded as interrupted: it may or may not have reached its
 topic, and no run sends it again unless its row is deleted from redriven_letter (check the topic
@@ -57,7 +58,7 @@ send back.
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memstream", description=__doc__)
+    parser = program_parser()
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("worker", help="run the stream worker (all stages)")
     sub.add_parser("api", help="run the query API")
@@ -95,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     dead.add_argument(
         "--limit", type=_positive, default=20, metavar="N", help="show the newest N (default 20)"
     )
-    return parser
+    return with_shared_options(parser)
 
 
 def _reasons(command: argparse.ArgumentParser) -> None:
@@ -113,7 +114,7 @@ def _reasons(command: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        settings = Settings()
+        settings = Settings(**overrides(args))
     except ValidationError as exc:
         problems = "; ".join(
             f"MEMSTREAM_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()

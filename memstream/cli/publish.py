@@ -80,24 +80,27 @@ async def publish_file(
     report = PublishReport()
     await ensure_topics(settings)
     topic = settings.topic(topic_name)
-    bar = tqdm(total=count_lines(path), unit="ev", disable=not progress, desc=topic)
+    # The bar counts lines read, sent or skipped, so it ends at 100% whatever was skipped.
+    total = count_lines(path)
+    bar = tqdm(total=total, unit="line", disable=not progress, desc=topic)
     async with producer(settings) as client:
         pending: list[asyncio.Future[object]] = []
         for line in read_lines(path, topic_name, settings, validate=validate, report=report):
             pending.append(await client.send(topic, line.value, key=line.key))
             if len(pending) >= _WINDOW:
-                await _settle(pending, bar, report)
-        await _settle(pending, bar, report)
+                await _settle(pending, bar, report, read=line.number)
+        await _settle(pending, bar, report, read=total)
     bar.close()
     return report
 
 
 async def _settle(
-    pending: list[asyncio.Future[object]], bar: tqdm[Any], report: PublishReport
+    pending: list[asyncio.Future[object]], bar: tqdm[Any], report: PublishReport, read: int
 ) -> None:
+    """Wait for the acknowledgements of ``pending``; the first ``read`` lines are then done."""
     await asyncio.gather(*pending)
     report.sent += len(pending)
-    bar.update(len(pending))
+    bar.update(read - bar.n)
     pending.clear()
 
 
