@@ -186,11 +186,10 @@ class LoadPath:
             summary_budget=self._settings.summary_budget_tokens,
             earlier=recent.earlier,
         )
-        # Built, not validated: the entries are the window's own, already of the right types.
+        # Keyword construction: pydantic-core validates four plain fields faster than
+        # ``model_construct`` skips them, and far faster than reading attributes.
         out = [
-            ContextMessage.model_construct(
-                role=e.role, content=e.content, tokens=e.tokens, summary=e.summary
-            )
+            ContextMessage(role=e.role, content=e.content, tokens=e.tokens, summary=e.summary)
             for e in window.messages
         ]
         return out, window.tokens
@@ -298,7 +297,7 @@ class LoadPath:
             + list(groups.agent[: budget.agent_memory_items])
         )
         items = [
-            ContextItem.model_construct(
+            ContextItem(
                 id=m.id,
                 cube_id=m.cube_id,
                 memory_type=m.memory_type,

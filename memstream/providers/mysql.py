@@ -63,6 +63,7 @@ later as a new memory with a new id, and a deleted id never comes back to life.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import heapq
 import logging
@@ -547,6 +548,12 @@ class MySQLProvider:
             if entry is None or changes > INLINE_UPDATE_LIMIT:
                 # A cold load or a big change: tokenize and build off the event loop.
                 entry = await asyncio.to_thread(_build, counts, live_ids, added, entry)
+                # Out of the collector's way: every full collection would walk the index's
+                # objects again (80,000 at 20 users of 1,000 memories, a 100 ms pause). Frozen
+                # objects are still freed by their reference counts when the index goes; the
+                # young generations are collected first so no garbage is frozen with them.
+                gc.collect(1)
+                gc.freeze()
             else:
                 _update(entry, counts, live_ids, added)
             self.rebuilds += 1
