@@ -1,8 +1,9 @@
 """Load path of the query API: ``POST /v1/context`` served as deployed.
 
 Data (one isolated tenant and cache prefix per run): 2,000 conversations of 200 messages each,
-in MySQL and, the same rows, warm in Redis; 20 users (conversation i belongs to user i % 20)
-with 1,000 long-term memories each in the built-in store.
+in MySQL and, the same rows, warm in Redis, each with a conversation summary (the window leaves
+older history out, so every answer carries one); 20 users (conversation i belongs to user
+i % 20) with 1,000 long-term memories each in the built-in store.
 
 Servers, each its own uvicorn process on the same settings:
 - memstream: ``memstream api``;
@@ -17,6 +18,10 @@ Servers, each its own uvicorn process on the same settings:
 
 CPU per request: the server's utime + stime (``/proc/PID/stat``) over the measured window,
 divided by the requests it answered.
+
+With ``BENCH_PROFILE=FILE`` set (and ``py-spy`` installed), the server is sampled during the
+full load path's measured window: raw stacks go to FILE, and the frames holding the most
+samples are printed.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import resource
 import shutil
 import statistics
 import string
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +58,8 @@ from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore, StoredMessage
-from memstream.text.tokens import count_many
+from memstream.store.summaries import Summary, SummaryStore
+from memstream.text.tokens import count_many, count_tokens
 
 CONVERSATIONS = 2_000
 MESSAGES = 200  # per conversation, all of them cached
@@ -219,6 +226,14 @@ def query_text(rng: random.Random) -> str:
     return fill(rng.choice(QUERY_TEMPLATES), rng)
 
 
+def summary_text(rng: random.Random) -> str:
+    """A conversation summary of a few hundred tokens, attributed as the summaries are."""
+    said = [f"User: {user_text(rng)}" for _ in range(4)]
+    said += [f"Assistant: {fill(rng.choice(ASSISTANT_TEMPLATES), rng)}" for _ in range(8)]
+    rng.shuffle(said)
+    return " ".join(said)
+
+
 # -- data ----------------------------------------------------------------------------------
 
 
@@ -342,6 +357,19 @@ async def load_data(settings: Settings, tenant: str) -> dict[str, float]:
         for u in range(USERS):
             await provider.add(memories(tenant, f"user-{u}", rng))
         took["memories into the built-in store"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        summaries = SummaryStore(engine)
+        for i in range(CONVERSATIONS):
+            text = summary_text(rng)
+            await summaries.save(
+                tenant,
+                f"conv-{i}",
+                Summary(text, count_tokens(text)),
+                covered=MESSAGES - 20,
+                last_message_id=0,
+            )
+        took["conversation summaries"] = time.perf_counter() - started
     finally:
         await cache.close()
         await engine.dispose()
@@ -793,6 +821,60 @@ async def open_loop(
     )
 
 
+# -- where the time goes ------------------------------------------------------------------
+
+
+def profiler(server: Server) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling the server for the measured window, when ``BENCH_PROFILE`` asks."""
+    path = os.environ.get("BENCH_PROFILE")
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not path or not Path(spy).exists():
+        return None
+    argv = [spy, "record", "--pid", str(server.pid), "--duration", str(OPEN_SECONDS)]
+    argv += ["--rate", "250", "--format", "raw", "--output", path, "--nonblocking"]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def print_profile(path: str, top: int = 30) -> None:
+    """The functions on the most sampled stacks (inclusive), memstream's and its libraries'."""
+    total = 0
+    inclusive: Counter[str] = Counter()
+    for line in Path(path).read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        if not stack:
+            continue
+        total += int(samples)
+        names = {frame.split(" (")[0] + " (" + _module(frame) + ")" for frame in stack.split(";")}
+        for name in names:
+            inclusive[name] += int(samples)
+    print(f"    profile of the measured window ({total} samples, inclusive), raw stacks: {path}")
+    shown = 0
+    for name, share in inclusive.most_common():
+        if any(skip in name for skip in _FRAMES_NOT_SHOWN):
+            continue
+        print(f"      {100 * share / total:5.1f}%  {name}")
+        shown += 1
+        if shown == top:
+            break
+
+
+# Frames every request passes through whatever it does: the server loop and the runner.
+_FRAMES_NOT_SHOWN = (
+    "runpy",
+    "uvicorn/main",
+    "uvicorn/server",
+    "uvicorn/_compat",
+    "asyncio/runners",
+    "__main__",
+    "cli/main",
+)
+
+
+def _module(frame: str) -> str:
+    where = frame.rpartition(" (")[2].rstrip(")").rsplit(":", 1)[0]
+    return where.split("site-packages/")[-1].split(f"{REPO.name}/")[-1]
+
+
 # -- the run -------------------------------------------------------------------------------
 
 
@@ -911,8 +993,12 @@ async def main() -> None:
             measured = random.Random(13).choices(these, k=RATE * OPEN_SECONDS)
             async with load_client(memstream) as client:
                 await open_loop(client, memstream, warm, RATE, OPEN_WARMUP_SECONDS)
+                spy = profiler(memstream) if name == "full load path" else None
                 result = await open_loop(client, memstream, measured, RATE, OPEN_SECONDS)
             _print_open(f"memstream, {name}", result)
+            if spy is not None:
+                spy.wait()
+                print_profile(os.environ["BENCH_PROFILE"])
             if name == "full load path":
                 verdict = "met" if result.percentile(99) <= 20 else "NOT met"
                 print(f"    goal p99 <= 20 ms: {verdict}")
