@@ -43,10 +43,12 @@ def ended(
     }
 
 
-async def live(engine, tenant: str) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+async def live(engine, tenant: str, kind: str | None = None) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     query = select(long_term_memory.c.cube_id, long_term_memory.c.content).where(
         long_term_memory.c.tenant_id == tenant, long_term_memory.c.deleted_at.is_(None)
     )
+    if kind is not None:
+        query = query.where(long_term_memory.c.kind == kind)
     async with engine.connect() as conn:
         return sorted((r.cube_id, r.content) for r in (await conn.execute(query)).all())
 
@@ -144,13 +146,65 @@ async def test_an_updated_fact_expires_the_old_one(settings, tenant, engine, sta
     await publish(settings, "session-ended", [ended(tenant, "u2")])
 
     async def moved() -> bool:
-        now = " ".join(c.lower() for _, c in await live(engine, tenant))
+        facts = await live(engine, tenant, kind="fact")
+        now = " ".join(c.lower() for _, c in facts)
         return "berlin" in now and not any(
-            "paris" in c.lower() and "berlin" not in c.lower()
-            for _, c in await live(engine, tenant)
+            "paris" in c.lower() and "berlin" not in c.lower() for _, c in facts
         )
 
-    await eventually(moved, within=90, what="Berlin stored and the Paris memory expired")
+    await eventually(moved, within=90, what="Berlin stored and the Paris fact expired")
+    # What the user said stays on record as an episode: it records the day, not a current fact.
+    episodes = [c for _, c in await live(engine, tenant, kind="episode")]
+    assert any(c.endswith("I live in Paris.") for c in episodes), episodes
+
+
+async def test_episodes_keep_what_was_said_dated_and_once(settings, tenant, engine, start_worker):
+    start_worker(settings)
+    events = [
+        message(tenant, "ep1", 0, role="user", content="I adopted a puppy called Bruno yesterday."),
+        message(tenant, "ep1", 1, role="assistant", content="Congratulations! Which breed?"),
+        message(tenant, "ep1", 2, role="user", content="A beagle."),
+        message(tenant, "ep1", 3, role="user", content="Thanks!"),
+    ]
+    events[0]["metadata"] = {"speaker": "Ana"}
+    await publish(settings, "message-written", events)
+    await publish(settings, "session-ended", [ended(tenant, "ep1")])
+
+    async def episodes() -> list[Any]:
+        stored = await MySQLProvider(engine).list_live(tenant, "user-1", "agent-1")
+        return [m for m in stored if m.kind == "episode"]
+
+    async def both() -> bool:
+        return len(await episodes()) >= 2
+
+    await eventually(both, within=90, what="two episodes")
+    kept = sorted(await episodes(), key=lambda m: m.source_event_ids)
+    said_on = events[0]["created_at"][:10]
+    assert all(m.occurred_at is not None for m in kept)
+    assert all(m.occurred_at.date().isoformat() == said_on for m in kept)  # type: ignore[union-attr]
+    puppy, beagle = kept
+    assert puppy.content.startswith("Ana (") and "puppy called Bruno on" in puppy.content
+    assert "yesterday" not in puppy.content
+    assert puppy.source_event_ids == (events[0]["event_id"],)
+    assert 'asked "Congratulations! Which breed?", answered: A beagle.' in beagle.content
+    assert beagle.source_event_ids == (events[1]["event_id"], events[2]["event_id"])
+    assert not any("Thanks" in m.content for m in kept)
+
+    # The same words on the same day in another session are the same episode: kept once. The
+    # session's new line is planned after it, so once that is stored the verdict is in.
+    again = [
+        {**events[0], "event_id": "ep2-0", "conversation_id": "ep2"},
+        message(tenant, "ep2", 1, role="user", content="I also play the violin on Sundays."),
+    ]
+    await publish(settings, "message-written", again)
+    await publish(settings, "session-ended", [ended(tenant, "ep1", event_id="replayed-end")])
+    await publish(settings, "session-ended", [ended(tenant, "ep2")])
+
+    async def violin() -> bool:
+        return any("violin" in m.content for m in await episodes())
+
+    await eventually(violin, within=90, what="the second session's episode")
+    assert sum("puppy" in m.content for m in await episodes()) == 1
 
 
 async def test_an_unavailable_provider_is_retried_then_dead_lettered(
