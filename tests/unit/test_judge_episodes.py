@@ -3,7 +3,7 @@
 from datetime import datetime
 
 from memstream.longterm.dedupe import dedupe
-from memstream.longterm.judge import Judge
+from memstream.longterm.judge import Judge, build_prompt
 from memstream.longterm.judge.orchestrator import dated
 from memstream.longterm.models import Candidate, SessionMessage
 
@@ -53,3 +53,14 @@ def test_dedupe_never_merges_an_episode_into_a_fact() -> None:
     )
     twice = [fact, episode, episode]
     assert dedupe(twice) == [fact, episode]
+
+
+def test_the_prompt_shows_each_day_and_asks_for_absolute_dates() -> None:
+    first = SessionMessage("e1", "user", "I start a new job next month.", False, AT)
+    later = SessionMessage("e2", "user", "I went hiking yesterday.", True, datetime(2024, 3, 4, 8))
+    system, user = build_prompt([first, later])
+    assert "Absolute dates only" in system["content"]
+    body = user["content"]
+    assert body.index("--- 1 March 2024 ---") < body.index("(e1) user: I start a new job")
+    assert body.index("--- 4 March 2024 ---") < body.index("(e2) user: I went hiking")
+    assert body.count("--- ") == 2
