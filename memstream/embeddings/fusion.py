@@ -131,8 +131,12 @@ def entered_by_rank(
     n = int(values.shape[0])
     if n == 0 or entries <= 0:
         return []
-    order = np.argsort(-values, kind="stable")
-    best, rest = order[:entries], values[order[entries:]]
+    if n > entries:  # a partial sort: the matrix of a large store has many rows
+        best = np.argpartition(-values, entries - 1)[:entries]
+        best = best[np.argsort(-values[best], kind="stable")]
+    else:
+        best = np.argsort(-values, kind="stable")
+    rest = np.delete(values, best)
     median = float(np.median(rest)) if rest.size else 0.0
     mad = 1.4826 * float(np.median(np.abs(rest - median))) if rest.size else 0.0
     weight = rest.size + prior

@@ -690,21 +690,14 @@ def _rank_hybrid(
         if bucket is not None and value > 0.0:
             bucket.append((value, doc_id))
     ids = vectors.ids
-    # The rows of memories still live (the index may have moved on since the matrix was read).
-    live = np.fromiter((memory_id in items for memory_id in ids), dtype=bool, count=len(ids))
-    rows = np.flatnonzero(live)
-    cosines = vectors.cosines(query)[rows]
-    entered = {ids[rows[n]] for n in entered_by_rank(cosines)}
-    by_cosine: dict[str, list[tuple[str, float]]] = {c: [] for c in cubes}
-    open_cubes = len(cubes)
-    for n in np.argsort(-cosines, kind="stable"):
-        memory_id = ids[rows[n]]
-        bucket_ = by_cosine.get(items[memory_id].cube_id)
-        if bucket_ is not None and len(bucket_) < pool_size:
-            bucket_.append((memory_id, float(cosines[n])))
-            open_cubes -= len(bucket_) == pool_size
-            if not open_cubes:
-                break
+    cosines = vectors.cosines(query)
+    if _counts_of(vectors) != entry.fingerprint:
+        # The index moved on since the matrix was read: only rows of memories still live.
+        live = np.fromiter((memory_id in items for memory_id in ids), dtype=bool, count=len(ids))
+        rows = np.flatnonzero(live)
+        ids, cosines = tuple(ids[n] for n in rows), cosines[rows]
+    entered = {ids[n] for n in entered_by_rank(cosines)}
+    by_cosine = _best_by_cube(ids, cosines, items, cubes, pool_size)
     picked: list[tuple[float, float, str]] = []
     tokens = entry.index.token_set
     for cube in cubes:
@@ -730,6 +723,45 @@ def _rank_hybrid(
             picked.append((score, value, doc_id))
     picked.sort(reverse=True)
     return [replace(items[doc_id], score=round(score, 4)) for score, _, doc_id in picked]
+
+
+def _counts_of(vectors: UserVectors) -> Counts | None:
+    """The lexical counts a vector matrix was read for (its version's first two counts)."""
+    version = vectors.version
+    if isinstance(version, tuple) and version and isinstance(version[0], tuple):
+        return (version[0][0], version[0][1])
+    return None
+
+
+def _best_by_cube(
+    ids: Sequence[str],
+    cosines: npt.NDArray[np.float32],
+    items: dict[str, MemoryItem],
+    cubes: Sequence[str],
+    size: int,
+) -> dict[str, list[tuple[str, float]]]:
+    """The ``size`` best (id, cosine) pairs of each readable cube, best first."""
+    by_cube: dict[str, list[tuple[str, float]]] = {c: [] for c in cubes}
+
+    def fill(rows: npt.NDArray[np.intp]) -> None:
+        for n in rows[np.argsort(-cosines[rows], kind="stable")]:
+            bucket = by_cube.get(items[ids[n]].cube_id)
+            if bucket is not None and len(bucket) < size:
+                bucket.append((ids[n], float(cosines[n])))
+
+    # A partial sort finds the best rows of a large matrix; the others are read only when a
+    # cube is still short (its memories are few, or rank low).
+    few = 4 * size * len(cubes)
+    if len(ids) <= few:
+        fill(np.arange(len(ids)))
+        return by_cube
+    head = np.argpartition(-cosines, few - 1)[:few]
+    fill(head)
+    if any(len(bucket) < size for bucket in by_cube.values()):
+        rest = np.ones(len(ids), dtype=bool)
+        rest[head] = False
+        fill(np.flatnonzero(rest))
+    return by_cube
 
 
 def _build(

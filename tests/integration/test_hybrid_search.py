@@ -205,6 +205,25 @@ async def test_the_agent_cube_and_other_users_stay_apart(
     assert [(h.cube_id, h.user_id) for h in hits] == [(agent_cube("a1"), "u1")]
 
 
+async def test_each_readable_cube_gets_its_share_of_vector_hits(
+    db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str
+) -> None:
+    """A small agent cube next to a large profile still gets its best hits, however low they
+    rank among all of the user's vectors."""
+    profile = [memory(tenant, f"Profile note {n} on gardening.") for n in range(300)]
+    agent = [memory(tenant, f"Agent note {n}.", cube=agent_cube("a1")) for n in range(2)]
+    for n, new in enumerate(profile):
+        script.meanings[new.content] = at_cosine(0.5, 0, 10 + n)
+    for n, new in enumerate(agent):
+        script.meanings[new.content] = at_cosine(0.2, 0, 350 + n)
+    await MySQLProvider(db).add([*profile, *agent])
+    await backfill(db, server, tenant).run_until_done()
+    provider = MySQLProvider(db, embedder=client(server), relativity=0.0)
+    hits = await provider.search(tenant, "u1", "a1", QUESTION, top_k=3)
+    cubes = [h.cube_id for h in hits]
+    assert cubes.count(agent_cube("a1")) == 2 and cubes.count(USER_PROFILE) == 3
+
+
 @pytest.mark.parametrize("fault", ["down", "slow"])
 async def test_an_embeddings_outage_answers_lexically_and_says_so(
     db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str, fault: str
