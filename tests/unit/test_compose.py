@@ -116,3 +116,40 @@ def test_dockerfile_runs_memstream_as_a_non_root_user() -> None:
 def test_dockerignore_keeps_the_virtualenv_out() -> None:
     ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()
     assert ".venv" in ignored and ".git" in ignored
+
+
+PROMETHEUS: dict[str, Any] = yaml.safe_load(
+    (ROOT / "deploy" / "prometheus.yml").read_text(encoding="utf-8")
+)
+
+
+@pytest.mark.parametrize(
+    ("job", "service", "port"),
+    [
+        ("memstream-api", "api", SERVICES["api"]["environment"]["MEMSTREAM_API_PORT"]),
+        ("memstream-worker", "worker", Settings.model_fields["worker_web_port"].default),
+    ],
+)
+def test_prometheus_discovers_every_replica_of_a_service(job: str, service: str, port: Any) -> None:
+    """Service discovery on the compose service name, which Docker's DNS answers with every
+    replica's address: a static target would be one replica of a scaled service."""
+    (config,) = [c for c in PROMETHEUS["scrape_configs"] if c["job_name"] == job]
+    assert "static_configs" not in config
+    (sd,) = config["dns_sd_configs"]
+    assert sd["names"] == [service] and sd["type"] == "A"
+    assert sd["port"] == int(port)
+    assert config["metrics_path"] == "/metrics"
+    assert service in SERVICES
+
+
+def test_the_worker_serves_metrics_on_every_interface_of_its_container() -> None:
+    env = SERVICES["worker"]["environment"]
+    assert env["MEMSTREAM_WORKER_WEB_HOST"] == "0.0.0.0"
+    assert int(env.get("MEMSTREAM_WORKER_WEB_PORT", 6066)) == 6066
+
+
+def test_api_replicas_can_scale_without_fighting_over_a_host_port() -> None:
+    (published,) = SERVICES["api"]["ports"]
+    host_ports = str(published).rsplit(":", 1)[0].split(":")[-1]
+    first, _, last = host_ports.partition("-")
+    assert last and int(last) > int(first), "a single host port allows a single replica"
