@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi_offline import FastAPIOffline
 
 from memstream.api import errors
 from memstream.api.gate import Gate
@@ -52,7 +53,8 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             await services.close()
 
-    app = FastAPI(title="memstream query API", version="1", lifespan=lifespan)
+    # /docs and /redoc with their scripts served from the package, not a CDN: they work offline.
+    app = FastAPIOffline(title="memstream query API", version="1", lifespan=lifespan)
     app.state.settings = settings
     errors.install(app)
     # Registration order is the order of the paths in /openapi.json.

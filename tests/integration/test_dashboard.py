@@ -1,20 +1,28 @@
-"""``/dashboard`` in a real headless Chromium (Debian's ``chromium``, driven by Playwright's
-Python package without any browser download) against ``memstream api`` on known data."""
+"""``/dashboard`` and ``/docs`` in a real headless Chromium (Debian's ``chromium``, driven by
+Playwright's Python package without any browser download) against ``memstream api`` on known
+data."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 
+from memstream.kafka import publish
 from memstream.launch import free_port
+from memstream.settings import Settings
+from memstream.store.messages import MessageStore
 from tests.support import REPO
+from tests.support.kafka import message
 from tests.support.processes import api_process
 from tests.support.settings import isolated_settings, unique
+from tests.support.stats import message as stored_message
 from tests.support.stats import seed
 
 pytestmark = pytest.mark.integration
@@ -35,14 +43,51 @@ LOADED = "window.dashboard.ready && window.dashboard.loads >= %d"
 
 
 @pytest.fixture(scope="module")
-def served(services) -> Iterator[tuple[str, str, str]]:  # type: ignore[no-untyped-def]
-    """``memstream api`` in its own process with keys for a fresh tenant and another."""
+def served_settings(services) -> Settings:  # type: ignore[no-untyped-def]
     tenant, other = unique("dash"), unique("other")
-    config = isolated_settings(
+    return isolated_settings(
         api_port=free_port(), log_level="WARNING", api_keys=f"k-{tenant}:{tenant},k-{other}:{other}"
     )
-    with api_process(config) as base:
+
+
+@pytest.fixture(scope="module")
+def served(served_settings: Settings) -> Iterator[tuple[str, str, str]]:
+    """``memstream api`` in its own process with keys for a fresh tenant and another."""
+    tenant = next(iter(served_settings.tenant_of_key.values()))
+    with api_process(served_settings) as base:
         yield base, tenant, f"k-{tenant}"
+
+
+@pytest.fixture(scope="module")
+def served_open(services) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """``memstream api`` in open mode (no API keys, loopback), as ``memstream dev`` runs it."""
+    with api_process(isolated_settings(api_port=free_port(), log_level="WARNING")) as base:
+        yield base
+
+
+@asynccontextmanager
+async def browser_page(errors: list[str]) -> AsyncIterator[Any]:
+    """A page of a fresh headless Chromium profile that records every error it meets."""
+    playwright = pytest.importorskip("playwright.async_api")
+    with tempfile.TemporaryDirectory() as profile:
+        async with playwright.async_playwright() as pw:
+            browser = await pw.chromium.launch_persistent_context(
+                profile,
+                executable_path=CHROMIUM,
+                args=FLAGS,
+                viewport={"width": 1400, "height": 1700},
+            )
+            try:
+                page = await browser.new_page()
+                page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.on(
+                    "response",
+                    lambda r: r.status >= 400 and errors.append(f"{r.status} {r.url}"),
+                )
+                yield page
+            finally:
+                await browser.close()
 
 
 async def charts_of(page: Any) -> Any:
@@ -149,4 +194,107 @@ async def test_dashboard_renders_the_api_data(served, engine):  # type: ignore[n
                 assert await page.locator("#newest tbody tr").count() == 2
             finally:
                 await browser.close()
+    assert errors == []
+
+
+async def test_the_pipeline_panel_shows_lag_and_dead_letters_by_reason(served_settings, served):  # type: ignore[no-untyped-def]
+    base, tenant, key = served
+    await publish(served_settings, "message-written", [message(tenant, "p1", n) for n in range(3)])
+    letters: list[bytes | dict[str, Any]] = [
+        {"reason": "schema_violation", "detail": "x", "stage": "history"},
+        {"reason": "schema_violation", "detail": "y", "stage": "history"},
+        {"reason": "invalid_json", "detail": "z", "stage": "history"},
+        b"not a dead letter",
+    ]
+    await publish(served_settings, "dead-letter", letters)
+    async with httpx.AsyncClient(base_url=base) as http:
+        assert (await http.get("/dashboard/pipeline")).status_code == 401
+        auth = {"authorization": f"Bearer {key}"}
+        panel = (await http.get("/dashboard/pipeline", headers=auth)).json()
+    lag = {s["stage"]: s["lag"] for s in panel["stages"]}
+    assert lag["history"] == 3 and lag["session"] == 0
+    assert panel["dead_letters"] == {
+        "total": 4,
+        "newest": 4,
+        "by_reason": {"schema_violation": 2, "invalid_json": 1, "unreadable": 1},
+    }
+    assert panel["retries_pending"] == 0
+    assert panel["group"]["members"] == 0
+
+    errors: list[str] = []
+    async with browser_page(errors) as page:
+        # A link to the tenant fills it in; with API keys set, the key is still asked for.
+        await page.goto(f"{base}/dashboard?tenant={tenant}")
+        await page.wait_for_selector("#hint:not([hidden])")
+        assert await page.input_value("#tenant") == tenant
+        await page.fill("#apikey", key)
+        await page.click("#connect")
+        await page.wait_for_function(
+            "window.dashboard.ready && window.dashboard.loads >= 1"
+            " && window.dashboard.pipelineLoads >= 1"
+        )
+        assert f"tenant={tenant}" in page.url
+        rows = await page.locator("#stages tbody tr").all_inner_texts()
+        assert rows[0].split("\t")[:3] == ["history", "message-written", "3"]
+        assert len(rows) == len(panel["stages"])
+        assert await page.text_content("#dead-total") == "4"
+        reasons = await page.locator("#dead-reasons tbody tr").all_inner_texts()
+        assert [r.split("\t") for r in reasons] == [
+            ["schema_violation", "2"],
+            ["invalid_json", "1"],
+            ["unreadable", "1"],
+        ]
+        assert await page.text_content("#retries-pending") == "0"
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "dashboard-pipeline.png"), full_page=True)
+    assert errors == []
+
+
+async def test_in_open_mode_the_dashboard_starts_on_the_latest_tenant(served_open, engine):  # type: ignore[no-untyped-def]
+    tenant = unique("recent")
+    now = datetime.now(UTC).replace(tzinfo=None)
+    await MessageStore(engine).insert_many([stored_message(tenant, "c1", 0, now)])
+    async with httpx.AsyncClient(base_url=served_open) as http:
+        found = (await http.get("/dashboard/tenants")).json()
+    assert found["open"] is True and tenant in found["tenants"]
+
+    errors: list[str] = []
+    async with browser_page(errors) as page:
+        await page.goto(f"{served_open}/dashboard")
+        await page.wait_for_function("window.dashboard.ready && window.dashboard.loads >= 1")
+        first = await page.input_value("#tenant")
+        assert first in found["tenants"]
+        assert f"tenant={first}" in page.url
+        options = await page.eval_on_selector_all("#tenants option", "os => os.map(o => o.value)")
+        assert tenant in options
+        assert await page.text_content("#error") == ""
+    assert errors == []
+
+
+async def test_the_api_docs_work_without_the_internet(served_open):  # type: ignore[no-untyped-def]
+    left: list[tuple[str, str]] = []
+
+    async def local_only(route: Any) -> None:
+        if route.request.url.startswith(served_open):
+            await route.continue_()
+        else:
+            left.append((route.request.resource_type, route.request.url))
+            # As offline, without a console error for a picture that stays blank.
+            if route.request.resource_type == "image":
+                await route.fulfill(status=204, body=b"")
+            else:
+                await route.abort()
+
+    errors: list[str] = []
+    async with browser_page(errors) as page:
+        await page.route("**/*", local_only)
+        await page.goto(f"{served_open}/docs")
+        title = await page.wait_for_selector(".swagger-ui .info .title", timeout=15000)
+        assert "memstream query API" in (await title.text_content() or "")
+        await page.wait_for_selector("#operations-default-context_v1_context_post, .opblock")
+        await page.goto(f"{served_open}/redoc")
+        heading = await page.wait_for_selector("h1", timeout=15000)
+        assert "memstream query API" in (await heading.text_content() or "")
+    # ReDoc's sidebar shows its maker's logo from their site: the one thing that stays away.
+    assert [url for kind, url in left if kind != "image"] == []
     assert errors == []

@@ -1,21 +1,32 @@
-"""``/dashboard``: the operations page over ``/v1/stats``, served from the package's static files.
+"""``/dashboard``: the operations page over ``/v1/stats``, served from the package's static files,
+with the pipeline panel's figures (``/dashboard/pipeline``) and, in open mode, the tenants that
+have data (``/dashboard/tenants``), so the page can start on one.
 
-The page itself asks for the tenant and its API key, so serving it needs neither.
+The page asks for the tenant and its API key (or takes ``?tenant=``), so serving it needs
+neither; the pipeline's figures cover every tenant and need a valid key when keys are set.
 """
 
 from __future__ import annotations
 
 from importlib import resources
+from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from sqlalchemy import func, select
 
+from memstream.api.auth import authenticate
+from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
+from memstream.pipeline import Pipeline
+from memstream.store.schema import conversation_message
 
 router = APIRouter()
 
 _STATIC = resources.files("memstream.api") / "static"
 _TYPES = {".js": "text/javascript", ".css": "text/css", ".md": "text/plain"}
+_FILES = {"dashboard.js", "dashboard.css", "vendor/chart.umd.js", "vendor/chart.js.LICENSE.md"}
+_TENANTS_SHOWN = 20
 
 
 @router.get("/dashboard", include_in_schema=False)
@@ -25,9 +36,36 @@ async def dashboard() -> HTMLResponse:
 
 @router.get("/dashboard/static/{name:path}", include_in_schema=False)
 async def dashboard_static(name: str) -> Response:
-    allowed = {"dashboard.js", "dashboard.css", "vendor/chart.umd.js", "vendor/chart.js.LICENSE.md"}
-    if name not in allowed:
+    if name not in _FILES:
         raise ApiError(404, "not_found", f"no dashboard file {name!r}")
     suffix = name[name.rfind(".") :]
     body = (_STATIC / name).read_bytes()
     return Response(body, media_type=_TYPES[suffix], headers={"cache-control": "no-cache"})
+
+
+@router.get("/dashboard/pipeline", include_in_schema=False)
+async def pipeline(request: Request, services: ServicesDep) -> dict[str, Any]:
+    """Lag and records per second by stage, retries waiting, dead letters by reason, provider
+    and LLM error rates (see ``memstream.pipeline``)."""
+    keys: dict[str, str] = services.settings.tenant_of_key
+    if keys:
+        authenticate(keys, request.headers.get("authorization", ""))
+    state = request.app.state
+    if getattr(state, "pipeline", None) is None:
+        state.pipeline = Pipeline(services.settings)
+    panel: Pipeline = state.pipeline
+    return await panel.snapshot()
+
+
+@router.get("/dashboard/tenants", include_in_schema=False)
+async def tenants(services: ServicesDep) -> dict[str, Any]:
+    """In open mode, the tenants with stored messages, the most recently active first; with
+    API keys set, none (a key names its own tenant)."""
+    if services.settings.tenant_of_key:
+        return {"open": False, "tenants": []}
+    t = conversation_message
+    latest = func.max(t.c.created_at)
+    query = select(t.c.tenant_id).group_by(t.c.tenant_id).order_by(latest.desc())
+    async with services.engine.connect() as conn:
+        found = (await conn.execute(query.limit(_TENANTS_SHOWN))).scalars().all()
+    return {"open": True, "tenants": list(found)}

@@ -1,11 +1,14 @@
-/* memstream dashboard: calls /v1/stats with the tenant's API key (kept in sessionStorage). */
+/* memstream dashboard: the pipeline panel (/dashboard/pipeline, refreshed every few seconds)
+   and the tenant's figures from /v1/stats with its API key (kept in sessionStorage). The tenant
+   comes from ?tenant=, the session, or in open mode the most recently active tenant. */
 "use strict";
 
 const COLORS = ["#3b5bdb", "#0ca678", "#f08c00", "#ae3ec9", "#e03131", "#1098ad"];
 const state = { tenant: "", key: "", cube: null };
 const charts = {};
 const data = {};
-window.dashboard = { charts, data, state, ready: false, loads: 0 };
+window.dashboard = { charts, data, state, ready: false, loads: 0, pipelineLoads: 0 };
+const PIPELINE_EVERY_MS = 5000;
 
 const $ = (id) => document.getElementById(id);
 
@@ -53,12 +56,14 @@ function fillTable(id, rows) {
   body.replaceChildren();
   for (const row of rows) {
     const tr = document.createElement("tr");
-    for (const cell of row.cells) {
+    row.cells.forEach((cell, i) => {
       const td = document.createElement("td");
       td.textContent = String(cell);
       if (row.className) td.className = row.className;
+      if (row.numeric && row.numeric.includes(i)) td.className = "num";
       tr.appendChild(td);
-    }
+    });
+    if (row.trClass) tr.className = row.trClass;
     if (row.onclick) tr.addEventListener("click", row.onclick);
     if (row.key) tr.dataset.key = row.key;
     body.appendChild(tr);
@@ -138,6 +143,83 @@ function renderCube(c) {
   for (const tr of $("cubes").querySelectorAll("tbody tr")) tr.classList.toggle("selected", tr.dataset.key === c.cube_id);
 }
 
+function percent(share) {
+  return share === null || share === undefined ? "–" : `${(100 * share).toFixed(share > 0 && share < 0.01 ? 2 : 1)}%`;
+}
+
+function perSecond(rate) {
+  return rate === null || rate === undefined ? "–" : rate.toFixed(rate < 10 ? 1 : 0);
+}
+
+function renderPipeline(p) {
+  const g = p.group;
+  $("pipeline-group").textContent = g.members
+    ? `consumer group ${g.group}: ${g.members} worker${g.members === 1 ? "" : "s"}, ${g.state}`
+    : `consumer group ${g.group}: no worker is running`;
+  fillTable(
+    "stages",
+    p.stages.map((s) => ({
+      key: s.stage, cells: [s.stage, s.topic, s.lag.toLocaleString("en"), perSecond(s.per_second)], numeric: [2, 3], trClass: s.lag > 0 ? "behind" : "",
+    })),
+  );
+  $("retries-pending").textContent = p.retries_pending.toLocaleString("en");
+  $("dead-total").textContent = p.dead_letters.total.toLocaleString("en");
+  const reasons = Object.entries(p.dead_letters.by_reason);
+  $("dead-newest").textContent = p.dead_letters.total > p.dead_letters.newest ? `(the newest ${p.dead_letters.newest})` : "";
+  fillTable("dead-reasons", reasons.length ? reasons.map(([r, n]) => ({ key: r, cells: [r, n], numeric: [1] })) : [{ cells: ["none", ""] }]);
+  const e = p.errors;
+  $("llm-rate").textContent = percent(e.llm.error_rate);
+  $("llm-calls").textContent = `(${e.llm.failures} of ${e.llm.calls})`;
+  const providers = Object.entries(e.providers);
+  fillTable(
+    "providers",
+    providers.length
+      ? providers.map(([name, c]) => ({ key: name, cells: [name, c.calls, c.failures, percent(c.error_rate)], numeric: [1, 2, 3] }))
+      : [{ cells: ["no calls yet", "", "", ""] }],
+  );
+  const span = e.window_seconds === null ? "since the processes started" : `in the last ${Math.round(e.window_seconds)} s`;
+  $("errors-window").textContent = `(${span}; ${e.workers_scraped} of ${e.workers} workers' metrics read)`;
+}
+
+async function loadPipeline() {
+  const headers = state.key ? { Authorization: `Bearer ${state.key}` } : {};
+  const el = $("pipeline-error");
+  try {
+    const response = await fetch("/dashboard/pipeline", { headers });
+    const body = await response.json();
+    if (!response.ok) {
+      const err = body && body.error ? `${body.error.code}: ${body.error.message}` : response.status;
+      throw new Error(`pipeline: ${err}`);
+    }
+    data.pipeline = body;
+    renderPipeline(body);
+    el.hidden = true;
+  } catch (e) {
+    el.textContent = e.message;
+    el.hidden = false;
+  }
+  window.dashboard.pipelineLoads += 1;
+}
+
+function showHint(message) {
+  const el = $("hint");
+  el.textContent = message;
+  el.hidden = !message;
+}
+
+/* In open mode, the tenants with data (the most recently active first); else a hint. */
+async function suggestTenants() {
+  try {
+    const found = await (await fetch("/dashboard/tenants")).json();
+    $("tenants").replaceChildren(...found.tenants.map((t) => Object.assign(document.createElement("option"), { value: t })));
+    if (!found.open) return { open: false, hint: "Enter your tenant and its API key." };
+    if (!found.tenants.length) return { open: true, hint: "No tenant has messages yet: publish some (memstream publish), then reload." };
+    return { open: true, tenant: found.tenants[0] };
+  } catch (e) {
+    return { open: false, hint: "Enter a tenant." };
+  }
+}
+
 async function loadCube(cube) {
   state.cube = cube;
   try {
@@ -174,22 +256,31 @@ async function loadAll() {
   window.dashboard.ready = true;
 }
 
-function init() {
-  state.tenant = sessionStorage.getItem("memstream.tenant") || "";
+function connect(tenant, key) {
+  state.tenant = tenant;
+  state.key = key;
+  sessionStorage.setItem("memstream.tenant", state.tenant);
+  sessionStorage.setItem("memstream.key", state.key);
+  const url = new URL(window.location.href);
+  url.searchParams.set("tenant", state.tenant);
+  window.history.replaceState(null, "", url);
+  $("tenant-title").textContent = `Tenant ${state.tenant}`;
+  showHint("");
+  loadAll();
+  loadPipeline();
+}
+
+async function init() {
+  const fromUrl = new URLSearchParams(window.location.search).get("tenant");
+  state.tenant = fromUrl || sessionStorage.getItem("memstream.tenant") || "";
   state.key = sessionStorage.getItem("memstream.key") || "";
-  $("tenant").value = state.tenant;
-  $("apikey").value = state.key;
   const now = new Date();
   now.setUTCMinutes(0, 0, 0);
   $("to").value = utcInput(new Date(now.getTime() + 3600e3));
   $("from").value = utcInput(new Date(now.getTime() - 23 * 3600e3));
   $("login").addEventListener("submit", (event) => {
     event.preventDefault();
-    state.tenant = $("tenant").value.trim();
-    state.key = $("apikey").value.trim();
-    sessionStorage.setItem("memstream.tenant", state.tenant);
-    sessionStorage.setItem("memstream.key", state.key);
-    loadAll();
+    connect($("tenant").value.trim(), $("apikey").value.trim());
   });
   $("range").addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -203,7 +294,16 @@ function init() {
     window.dashboard.loads += 1;
     window.dashboard.ready = true;
   });
-  if (state.tenant) loadAll();
+  const suggested = await suggestTenants();
+  if (!state.tenant && suggested.tenant) state.tenant = suggested.tenant;
+  $("tenant").value = state.tenant;
+  $("apikey").value = state.key;
+  setInterval(() => { if (suggested.open || state.key) loadPipeline(); }, PIPELINE_EVERY_MS);
+  if (state.tenant && (suggested.open || state.key)) connect(state.tenant, state.key);
+  else {
+    showHint(suggested.hint || "Enter the API key of this tenant.");
+    if (suggested.open) loadPipeline();
+  }
 }
 
 init();
