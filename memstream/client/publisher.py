@@ -1,0 +1,250 @@
+"""Publishing ``message-written`` and ``session-ended`` from a platform service: each event
+checked before it is sent, keyed by its conversation, through an idempotent producer.
+
+``Publisher`` is for asyncio code; ``SyncPublisher`` runs one in a thread of its own for code
+that is not. The producer waits for every in-sync replica and is idempotent, so its own retries
+neither duplicate nor reorder a conversation's events; the event id makes a publish that the
+caller repeats harmless too (the record stores an event id once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Concatenate, Literal, ParamSpec, Self, TypeVar
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError, KafkaError
+
+from memstream.client.events import Event, Topic, checked, rfc3339
+from memstream.errors import ServiceUnavailable
+from memstream.settings import Settings
+
+T = TypeVar("T")
+P = ParamSpec("P")
+Role = Literal["user", "assistant", "system", "tool"]
+MessageType = Literal["chat", "tool_call", "tool_result", "status"]
+
+# aiokafka's producer as memstream.client sets it up; the same in confluent-kafka (librdkafka)
+# is in the README. murmur2 is aiokafka's (and Java's) partitioner: every producer of a topic
+# must hash keys alike, or one conversation's events land on two partitions.
+PRODUCER_SETTINGS: dict[str, Any] = {
+    "enable_idempotence": True,  # implies acks="all"
+    "acks": "all",
+    "linger_ms": 5,
+    "request_timeout_ms": 30000,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """Where the broker stored an event."""
+
+    event_id: str
+    topic: str
+    partition: int
+    offset: int
+
+
+class Publisher:
+    """Publishes the public events with aiokafka; ``async with Publisher(...) as p:``."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        topic_prefix: str = "memory.",
+        max_content_chars: int = 32768,
+        idempotent: bool = True,
+        **producer_options: Any,
+    ) -> None:
+        """``idempotent=False`` for a broker without idempotent producers (the bundled broker
+        of ``memstream dev``): event ids still keep what is stored free of duplicates."""
+        self.bootstrap_servers = bootstrap_servers
+        self.topic_prefix = topic_prefix
+        self.max_content_chars = max_content_chars
+        self._options = {**PRODUCER_SETTINGS, "enable_idempotence": idempotent, **producer_options}
+        self._producer: AIOKafkaProducer | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options: Any) -> Publisher:
+        """A publisher for the broker, topic prefix and content limit of ``settings`` (each
+        may be overridden in ``options``)."""
+        defaults = {
+            "topic_prefix": settings.topic_prefix,
+            "max_content_chars": settings.max_content_chars,
+        }
+        return cls(settings.kafka_bootstrap_servers, **{**defaults, **options})
+
+    async def start(self) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._options)
+        try:
+            await producer.start()
+        except KafkaConnectionError as exc:
+            await producer.stop()
+            raise ServiceUnavailable(
+                f"Kafka at {self.bootstrap_servers} does not answer ({exc})"
+            ) from exc
+        except KafkaError as exc:
+            await producer.stop()
+            hint = (
+                "; a broker without idempotent producers (the bundled broker of memstream dev) "
+                "needs idempotent=False"
+                if self._options["enable_idempotence"]
+                else ""
+            )
+            raise ServiceUnavailable(
+                f"Kafka at {self.bootstrap_servers} refused the producer ({exc!r}){hint}"
+            ) from exc
+        self._producer = producer
+
+    async def stop(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def message(
+        self,
+        *,
+        tenant_id: str,
+        user_id: str,
+        conversation_id: str,
+        role: Role,
+        content: str,
+        agent_id: str | None = None,
+        message_type: MessageType = "chat",
+        created_at: datetime | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        event_id: str | None = None,
+    ) -> Published:
+        """Publish one ``message-written`` event and wait for the broker to store it."""
+        fields = {
+            "event_id": event_id,
+            "tenant_id": tenant_id,
+            "user_id": user_id,
+            "agent_id": agent_id,
+            "conversation_id": conversation_id,
+            "role": role,
+            "message_type": message_type,
+            "content": content,
+            "created_at": rfc3339(created_at),
+            "metadata": None if metadata is None else dict(metadata),
+        }
+        return await self.send(checked("message-written", fields, self.max_content_chars))
+
+    async def session_ended(
+        self,
+        *,
+        tenant_id: str,
+        user_id: str,
+        conversation_id: str,
+        agent_id: str | None = None,
+        ended_at: datetime | str | None = None,
+        event_id: str | None = None,
+    ) -> Published:
+        """Publish one ``session-ended`` event (after the session's messages) and wait for the
+        broker to store it."""
+        fields = {
+            "event_id": event_id,
+            "tenant_id": tenant_id,
+            "user_id": user_id,
+            "agent_id": agent_id,
+            "conversation_id": conversation_id,
+            "ended_at": rfc3339(ended_at),
+        }
+        return await self.send(checked("session-ended", fields, self.max_content_chars))
+
+    async def send(self, event: Event) -> Published:
+        """Send an event built by ``memstream.client.events.checked``."""
+        if self._producer is None:
+            raise RuntimeError("the publisher is not started: use `async with` or start()")
+        topic = f"{self.topic_prefix}{event.topic}"
+        try:
+            stored = await self._producer.send_and_wait(topic, event.value, key=event.key)
+        except KafkaError as exc:
+            raise ServiceUnavailable(
+                f"{topic}: the broker did not store the event ({exc!r})"
+            ) from exc
+        return Published(event.event_id, topic, stored.partition, stored.offset)
+
+
+def _waited(
+    method: Callable[Concatenate[Publisher, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SyncPublisher, P], T]:
+    """``method`` of the publisher, run in its thread and waited for."""
+
+    def run(self: SyncPublisher, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(method(self._publisher, *args, **kwargs))
+
+    run.__doc__ = method.__doc__
+    run.__name__ = method.__name__
+    return run
+
+
+class SyncPublisher:
+    """A :class:`Publisher` for code without an event loop: it runs in a thread of its own, and
+    each call waits for the broker. ``with SyncPublisher(...) as p: p.message(...)``."""
+
+    def __init__(self, bootstrap_servers: str, *, timeout: float = 60.0, **options: Any) -> None:
+        self.timeout = timeout
+        self._publisher = Publisher(bootstrap_servers, **options)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="memstream-publisher", daemon=True
+        )
+        self._thread.start()
+        try:
+            self._run(self._publisher.start())
+        except BaseException:
+            self._close_loop()
+            raise
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options: Any) -> SyncPublisher:
+        defaults = {
+            "topic_prefix": settings.topic_prefix,
+            "max_content_chars": settings.max_content_chars,
+        }
+        return cls(settings.kafka_bootstrap_servers, **{**defaults, **options})
+
+    message = _waited(Publisher.message)
+    session_ended = _waited(Publisher.session_ended)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            try:
+                self._run(self._publisher.stop())
+            finally:
+                self._close_loop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _run(self, work: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result(self.timeout)
+
+    def _close_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
+__all__ = ["PRODUCER_SETTINGS", "Published", "Publisher", "SyncPublisher", "Topic"]
