@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -14,6 +15,7 @@ import orjson
 import pytest
 from sqlalchemy import inspect
 
+from memstream.cli.dev import listening
 from memstream.launch import eventually, free_port
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore
@@ -111,7 +113,8 @@ async def test_dev_runs_the_system_on_the_embedded_default(tmp_path: Path, tenan
         await eventually(up, within=150, what="memstream dev")
         assert dev.poll() is None, "".join(lines)
         # "up" means the worker consumes, not only that the API answers.
-        ready = httpx.get(f"http://127.0.0.1:{port}/readyz?workers=true", timeout=5)
+        async with httpx.AsyncClient(timeout=5) as http:
+            ready = await http.get(f"http://127.0.0.1:{port}/readyz?workers=true")
         assert ready.status_code == 200, ready.text
         events = tmp_path / "events.jsonl"
         events.write_bytes(
@@ -149,3 +152,66 @@ async def test_dev_runs_the_system_on_the_embedded_default(tmp_path: Path, tenan
             raise
     assert dev.returncode == 0
     assert subprocess.run(["pgrep", "-f", "tansu.*19092"], capture_output=True).returncode == 1
+
+
+async def test_dev_stops_in_order_on_sigterm_and_keeps_what_was_just_published(
+    tmp_path: Path, tenant
+):
+    """SIGTERM (kill, systemd, an IDE's stop button) stops everything dev started, in a few
+    seconds, after the worker has stored what was published just before."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
+    env["MEMSTREAM_WORKER_WEB_PORT"] = "0"
+    port = free_port()
+    env["MEMSTREAM_API_PORT"] = str(port)
+    dev = subprocess.Popen(
+        [sys.executable, "-m", "memstream", "dev"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    lines: list[str] = []
+    try:
+
+        async def up() -> bool:
+            line = await asyncio.to_thread(dev.stdout.readline)  # type: ignore[union-attr]
+            lines.append(line.decode(errors="replace"))
+            return "memstream dev is up" in lines[-1] or dev.poll() is not None
+
+        await eventually(up, within=150, what="memstream dev")
+        assert dev.poll() is None, "".join(lines)
+        assert any("memory only" in line for line in lines)  # says what a stop loses
+        events = tmp_path / "events.jsonl"
+        events.write_bytes(
+            b"".join(orjson.dumps(message(tenant, "c", n)) + b"\n" for n in range(5))
+        )
+        # The broker as a flag: nothing exported that a later `memstream dev` would obey.
+        done = subprocess.run(
+            [sys.executable, "-m", "memstream", "publish", "-b", "127.0.0.1:19092", str(events)]
+            + ["--topic", "message-written"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        started = time.monotonic()
+        dev.send_signal(signal.SIGTERM)
+        try:
+            out, _ = dev.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            dev.kill()
+            raise
+    took = time.monotonic() - started
+    (tmp_path / "dev.log").write_bytes(out)
+    assert dev.returncode == 0, out.decode(errors="replace")
+    assert took < 12, f"stopping took {took:.1f}s"
+    assert subprocess.run(["pgrep", "-f", "tansu.*19092"], capture_output=True).returncode == 1
+    assert not listening(f"127.0.0.1:{port}")
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path}/var/dev/memstream.db")
+    try:
+        assert await MessageStore(engine).count(tenant) == 5
+    finally:
+        await engine.dispose()
+    worker_log = (tmp_path / "var" / "dev" / "worker.log").read_text(errors="replace")
+    assert "Traceback" not in worker_log
