@@ -19,13 +19,18 @@ import asyncio
 import statistics
 import time
 import uuid
+from contextlib import ExitStack
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, make_url, select
+from sqlalchemy import text as sql
 
+from bench.embedding_server import MODEL_NAME
+from bench.embedding_server import running as embedding_server
 from bench.locomo import CATEGORIES, KS, OkapiBM25, Recall, data_path, load
 from bench.support import isolated_settings, log_dir, start_worker
+from memstream.embeddings.client import EmbeddingClient
 from memstream.kafka import caught_up, publish
 from memstream.launch import eventually, free_port
 from memstream.providers.mysql import MySQLProvider
@@ -34,6 +39,7 @@ from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore
 from memstream.store.schema import long_term_memory as ltm
+from memstream.store.schema import memory_embedding as vectors_table
 from memstream.text.tokens import count_tokens
 
 BURST = 200
@@ -174,13 +180,35 @@ def locomo_time(raw: str, index: int) -> str:
 
 
 async def locomo(base: Settings) -> None:
+    with ExitStack() as stack:
+        embeddings: str | None = None
+        try:
+            embeddings = stack.enter_context(embedding_server())
+        except RuntimeError as exc:
+            print(f"LoCoMo with embeddings: skipped, {exc}")
+        await locomo_pipeline(base, embeddings)
+
+
+async def locomo_pipeline(base: Settings, embeddings: str | None) -> None:
+    """The chain over LoCoMo on one worker; with ``embeddings`` (a ``/v1`` base URL) the
+    worker embeds the memories as it writes them, and search is scored lexical and hybrid."""
     import json
 
     raw_samples = json.loads(data_path().read_text(encoding="utf-8"))
     samples = load(data_path())
     tenant = f"locomo-{uuid.uuid4().hex[:8]}"
-    settings = isolated_settings(worker_web_port=free_port(), log_level="WARNING")
-    engine = create_engine(base.database_url)
+    vectors = (
+        {"embedding_base_url": embeddings, "embedding_model": MODEL_NAME} if embeddings else {}
+    )
+    # A database of its own: the worker's embedding backfill embeds every memory it finds,
+    # and the shared test database holds other runs' memories.
+    database = make_url(base.database_url).set(database=f"memstream_bench_{tenant[7:]}")
+    database_url = database.render_as_string(hide_password=False)
+    await migrate(database_url)
+    settings = isolated_settings(
+        worker_web_port=free_port(), log_level="WARNING", database_url=database_url, **vectors
+    )
+    engine = create_engine(database_url)
     worker = start_worker(settings, log_dir("longterm"))
     try:
         messages: list[dict[str, Any]] = []
@@ -232,19 +260,53 @@ async def locomo(base: Settings) -> None:
         await asyncio.sleep(5)
         await eventually(lambda: chain_idle(settings), within=900, what="chain idle")
 
-        await report_pipeline(engine, tenant, samples)
+        embedder = EmbeddingClient.from_settings(settings)
+        if embedder is not None:
+            began = time.perf_counter()
+            await eventually(
+                lambda: all_embedded(engine, tenant), within=900, what="memories embedded"
+            )
+            waited = time.perf_counter() - began
+            print(f"(memories all embedded by the worker {waited:.0f} s after the chain was idle)")
+        await report_pipeline(engine, tenant, samples, embedder)
     finally:
         worker.stop(timeout=30)
+        async with engine.begin() as conn:
+            await conn.execute(sql(f"DROP DATABASE IF EXISTS `{database.database}`"))
         await engine.dispose()
 
 
-async def report_pipeline(engine: Any, tenant: str, samples: list[Any]) -> None:
+async def all_embedded(engine: Any, tenant: str) -> bool:
+    """Whether every live memory of ``tenant`` has its vector."""
+    live = (ltm.c.tenant_id == tenant, ltm.c.deleted_at.is_(None))
+    missing = (
+        select(func.count())
+        .select_from(ltm.outerjoin(vectors_table, vectors_table.c.memory_id == ltm.c.id))
+        .where(*live, vectors_table.c.memory_id.is_(None))
+    )
+    async with engine.connect() as conn:
+        return int((await conn.execute(missing)).scalar_one()) == 0
+
+
+async def report_pipeline(
+    engine: Any, tenant: str, samples: list[Any], embedder: EmbeddingClient | None = None
+) -> None:
     """Recall of the evidence through what the chain kept, at the load path's relativity
-    threshold and without one, next to BM25 over every raw turn, with the tokens returned."""
+    threshold and without one (and hybrid, with ``embedder``), next to BM25 over every raw
+    turn, with the tokens returned."""
     variants = {
         f"memstream, relativity {RELATIVITY}": MySQLProvider(engine, relativity=RELATIVITY),
         "memstream, no threshold": MySQLProvider(engine, relativity=0.0),
     }
+    if embedder is not None:
+        variants |= {
+            f"hybrid, relativity {RELATIVITY}": MySQLProvider(
+                engine, relativity=RELATIVITY, embedder=embedder, query_timeout=5.0
+            ),
+            "hybrid, no threshold": MySQLProvider(
+                engine, relativity=0.0, embedder=embedder, query_timeout=5.0
+            ),
+        }
     bm25_label = "BM25 over raw turns"
     recalls = {label: Recall() for label in [*variants, bm25_label]}
     returned_tokens = dict.fromkeys(recalls, 0)
@@ -278,7 +340,7 @@ async def report_pipeline(engine: Any, tenant: str, samples: list[Any]) -> None:
                 returned_tokens[label] += sum(count_tokens(text) for _, text in found)
     turns = sum(len(s.turns) for s in samples)
     print(
-        f"LoCoMo dev through the pipeline (rule-based judge, no embeddings): {turns} turns -> "
+        f"LoCoMo dev through the pipeline (rule-based judge): {turns} turns -> "
         f"{stored_items} memories ({episodes} episodes), {stored_tokens:,} tokens stored"
     )
     header = "  " + f"{'':34s}" + "".join(f"{'@' + str(k):>8s}" for k in KS)
