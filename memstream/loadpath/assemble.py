@@ -49,6 +49,7 @@ T = TypeVar("T")
 # is given up at the second, so the window still comes without it.
 CONFIG_SHARE = 0.4
 SUMMARY_SHARE = 0.8
+CONFIG_REFRESH_SECONDS = 5.0  # a background config read that takes longer is given up
 
 
 @dataclass
@@ -83,12 +84,15 @@ class LoadPath:
         self._cache = cache
         self._router = router
         self._turns = RecentTurns(engine, messages, cache)
+        self._refreshing: dict[tuple[str, str], asyncio.Task[None]] = {}
         # Long-term searches per tenant and minute, flushed to ``search_stat`` in batches.
         self._search_stats = search_stats
 
     async def close(self) -> None:
-        """Cancel the cache re-warms still running."""
+        """Cancel the cache re-warms and config refreshes still running."""
         await self._turns.close()
+        for task in list(self._refreshing.values()):
+            task.cancel()
 
     async def context(self, req: ContextRequest) -> ContextResponse:
         started = time.perf_counter()
@@ -133,22 +137,49 @@ class LoadPath:
     async def _config(
         self, req: ContextRequest, begun: float, degraded: _Degraded
     ) -> AgentConfig | None:
-        """The agent's config, early within both paths' time limits; when it cannot be read in
-        time, the one read last (a sick database must not switch an agent's long-term memory
-        on), else the defaults."""
+        """The agent's config. One read within ``agent_config_cache_seconds`` serves as it is;
+        an older one serves while a fresh one is read in the background, so a request waits
+        for the database only the first time it meets an agent (or with no caching). That
+        read must finish early within both paths' time limits; when it cannot, the config
+        read last (a sick database must not switch an agent's long-term memory on) or the
+        defaults apply."""
+        tenant_id, agent_id = req.tenant_id, req.agent_id
+        ttl = self._settings.agent_config_cache_seconds
+        try:
+            known, age = self._router.known_config(tenant_id, agent_id)
+        except LookupError:
+            known, age = None, None
+        if age is not None and age < ttl:
+            return known
+        if age is not None and ttl > 0:
+            self._refresh_config(tenant_id, agent_id)
+            return known
         settings = self._settings
         limit = min(settings.short_term_timeout_seconds, settings.long_term_timeout_seconds)
-        within = CONFIG_SHARE * limit
         try:
-            async with asyncio.timeout_at(begun + within):
-                return await self._router.config(req.tenant_id, req.agent_id)
+            async with asyncio.timeout_at(begun + CONFIG_SHARE * limit):
+                return await self._router.config(tenant_id, agent_id)
         except Exception as exc:
             log.warning("agent config unreadable (%r); the last one read or the defaults", exc)
             degraded.add("config")
-        try:
-            return self._router.last_config(req.tenant_id, req.agent_id)
-        except LookupError:
-            return None
+        return known
+
+    def _refresh_config(self, tenant_id: str, agent_id: str | None) -> None:
+        """Read an agent's config again off the request's path, once at a time."""
+        key = (tenant_id, agent_id or "")
+        if key in self._refreshing:
+            return
+
+        async def run() -> None:
+            try:
+                async with asyncio.timeout(CONFIG_REFRESH_SECONDS):
+                    await self._router.config(tenant_id, agent_id)
+            except Exception as exc:
+                log.warning("agent config refresh failed: %r", exc)
+            finally:
+                self._refreshing.pop(key, None)
+
+        self._refreshing[key] = asyncio.create_task(run())
 
     async def _timed(
         self,

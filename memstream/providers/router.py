@@ -98,15 +98,17 @@ class ProviderRouter:
         self._configs[key] = (now, config)
         return config
 
-    def last_config(self, tenant_id: str, agent_id: str | None) -> AgentConfig | None:
-        """The config read last, however old (None when unknown or no agent): while the database
-        is sick it beats the defaults. Raises ``LookupError`` when it was never read."""
+    def known_config(
+        self, tenant_id: str, agent_id: str | None
+    ) -> tuple[AgentConfig | None, float]:
+        """The config read last, however old, and its age in seconds (None when unknown or no
+        agent). Raises ``LookupError`` when it was never read."""
         if agent_id is None:
-            return None
+            return None, 0.0
         hit = self._configs.get((tenant_id, agent_id))
         if hit is None:
             raise LookupError(f"agent {agent_id!r} of tenant {tenant_id!r} was never read")
-        return hit[1]
+        return hit[1], time.monotonic() - hit[0]
 
     def named(self, name: Provider | None) -> LongTermProvider:
         """The provider called ``name`` (built-in when None); raises ``ProviderUnavailable``

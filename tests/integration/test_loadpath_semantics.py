@@ -543,3 +543,23 @@ async def test_a_checked_index_serves_searches_for_its_fresh_time(services, engi
     assert await found(api, "peanuts") == ["The user is allergic to peanuts"]
     await api.delete(tenant, [peanuts.id])
     assert await found(api, "peanuts") == []
+
+
+async def test_a_known_config_serves_while_it_is_read_again(services, tenant):
+    proxy, settings = await proxied_database(services, agent_config_cache_seconds=0.2)
+    try:
+        async with client_for(settings) as api:
+            put = await api.put(
+                f"/v1/agents/quiet/config?tenant_id={tenant}",
+                json={"open_long_memory": False, "model_target_id": "m1"},
+            )
+            assert put.status_code == 200, put.text
+            request = body(tenant, "c1", agent_id="quiet")
+            assert (await api.post("/v1/context", json=request)).json()["degraded"] == []
+            await proxy.stop()
+            await asyncio.sleep(0.3)  # older than the cache time: read again, off the path
+            after = (await api.post("/v1/context", json=request)).json()
+            assert "config" not in after["degraded"]
+            assert after["long_term"]["provider"] is None
+    finally:
+        await proxy.stop()
