@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client import REGISTRY, Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -148,9 +148,10 @@ class Pipeline:
             await consumer.start()
             try:
                 ends = await offsets.high_watermarks(consumer, staged + tier_tps + letter_tps)
-                letters = await _dead_letters(consumer, letter_tps, ends)
+                starts: dict[TopicPartition, int] = await consumer.beginning_offsets(letter_tps)
             finally:
                 await stop_consumer(consumer)
+            letters = await _dead_letters(s, letter_tps, starts, ends)
             done = await offsets.committed(admin, s.app_id, staged)
             retried = await offsets.committed(admin, retry_group(s), tier_tps)
         scraped = await _scrape(hosts, s.worker_web_port)
@@ -206,29 +207,37 @@ async def _members(admin: AIOKafkaAdminClient, group: str) -> tuple[list[str], d
 
 
 async def _dead_letters(
-    consumer: AIOKafkaConsumer, tps: list[TopicPartition], ends: dict[TopicPartition, int]
+    settings: Settings,
+    tps: list[TopicPartition],
+    starts: dict[TopicPartition, int],
+    ends: dict[TopicPartition, int],
 ) -> dict[str, Any]:
     """How many dead letters the topic holds, and the newest of each partition by reason."""
-    if not tps:
-        return {"total": 0, "newest": 0, "by_reason": {}}
-    starts: dict[TopicPartition, int] = await consumer.beginning_offsets(tps)
-    consumer.assign(tps)
+    total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
     begin = {tp: max(starts[tp], ends[tp] - NEWEST_DEAD_LETTERS) for tp in tps}
-    for tp in tps:
-        consumer.seek(tp, begin[tp])
+    remaining = [tp for tp in tps if begin[tp] < ends[tp]]
     reasons: dict[str, int] = {}
     read = 0
-    remaining = [tp for tp in tps if begin[tp] < ends[tp]]
-    while remaining:
-        batch = await consumer.getmany(*remaining, timeout_ms=500)
-        for tp, records in batch.items():
-            for record in records:
-                if record.offset < ends[tp]:
-                    reason = _reason(record.value)
-                    reasons[reason] = reasons.get(reason, 0) + 1
-                    read += 1
-        remaining = [tp for tp in remaining if await consumer.position(tp) < ends[tp]]
-    total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
+    if remaining:
+        # A consumer of its own, assigned once: reading on the one that fetched the ends, after
+        # a new assignment, can leave its stop waiting on the bundled broker.
+        consumer = offsets.group_less_consumer(settings.kafka_bootstrap_servers)
+        await consumer.start()
+        try:
+            consumer.assign(remaining)
+            for tp in remaining:
+                consumer.seek(tp, begin[tp])
+            while remaining:
+                batch = await consumer.getmany(*remaining, timeout_ms=500)
+                for tp, records in batch.items():
+                    for record in records:
+                        if record.offset < ends[tp]:
+                            reason = _reason(record.value)
+                            reasons[reason] = reasons.get(reason, 0) + 1
+                            read += 1
+                remaining = [tp for tp in remaining if await consumer.position(tp) < ends[tp]]
+        finally:
+            await stop_consumer(consumer)
     by_reason = dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
     return {"total": total, "newest": read, "by_reason": by_reason}
 
