@@ -29,6 +29,15 @@ log = logging.getLogger(__name__)
 MAX_REWARMS = 8
 """Cache re-warms running at once; a miss beyond them is left to a later request."""
 
+# The size of a conversation's cached history, its newest ARGV[1] members and its cached
+# summary, in one command: cheaper for the client than a pipeline of three.
+_READ = """
+local size = redis.call('ZCARD', KEYS[1])
+local newest = {}
+if size > 0 then newest = redis.call('ZRANGE', KEYS[1], -tonumber(ARGV[1]), -1) end
+return {size, newest, redis.call('GET', KEYS[2])}
+"""
+
 
 class Turn(NamedTuple):
     """A chat message as the window needs it."""
@@ -69,6 +78,7 @@ class RecentTurns:
         self._messages = messages
         self._cache = cache
         self._rewarming: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._read = cache.client.register_script(_READ) if cache is not None else None
 
     async def close(self) -> None:
         """Cancel the re-warms still running."""
@@ -80,14 +90,11 @@ class RecentTurns:
     ) -> tuple[Recent | None, tuple[str, int] | None]:
         """The cache's turns (None when it cannot answer them; a miss re-warms the key) and
         its summary entry (``cached_summary``'s answer), read in one round trip."""
-        cache = self._cache
-        assert cache is not None
+        cache, read = self._cache, self._read
+        assert cache is not None and read is not None
         key = cache.key(tenant_id, conversation_id)
-        pipe = cache.client.pipeline(transaction=False)
-        pipe.zcard(key)
-        pipe.zrange(key, -(limit + 1), -1)
-        pipe.get(cache.summary_key(tenant_id, conversation_id))
-        size, raw, summary = await pipe.execute()
+        summary_key = cache.summary_key(tenant_id, conversation_id)
+        size, raw, summary = await read(keys=[key, summary_key], args=[limit + 1])
         cached_summary = None if summary is None else _summary_entry(summary)
         if not size:
             metrics.CACHE.labels("read", "miss").inc()
