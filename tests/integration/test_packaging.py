@@ -128,7 +128,7 @@ def test_the_installed_dev_command_serves_the_api(
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    """Stop ``memstream dev`` and everything it started (they share its process group)."""
+    """Stop ``memstream dev``, which stops what it started (each child in a session of its own)."""
     for sig, wait in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(process.pid, sig)
