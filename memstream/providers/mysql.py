@@ -684,11 +684,7 @@ def _rank_hybrid(
     then MMR on the fused scores (synchronous, like ``_rank_lexical``)."""
     items = entry.items
     pool_size = _pool_size(top_k)
-    lexical: dict[str, list[tuple[float, str]]] = {c: [] for c in cubes}
-    for doc_id, value in (entry.index.relevance(terms) if terms else {}).items():
-        bucket = lexical.get(items[doc_id].cube_id)
-        if bucket is not None and value > 0.0:
-            bucket.append((value, doc_id))
+    lexical = _best_lexical(entry, terms, cubes, pool_size)
     ids = vectors.ids
     cosines = vectors.cosines(query)
     if _counts_of(vectors) != entry.fingerprint:
@@ -701,10 +697,7 @@ def _rank_hybrid(
     picked: list[tuple[float, float, str]] = []
     tokens = entry.index.token_set
     for cube in cubes:
-        ranked = [
-            (doc_id, normalised(value))
-            for value, doc_id in heapq.nlargest(pool_size, lexical[cube])
-        ]
+        ranked = [(doc_id, normalised(value)) for doc_id, value in lexical[cube]]
         fused = fuse(
             ranked,
             by_cosine[cube],
@@ -723,6 +716,31 @@ def _rank_hybrid(
             picked.append((score, value, doc_id))
     picked.sort(reverse=True)
     return [replace(items[doc_id], score=round(score, 4)) for score, _, doc_id in picked]
+
+
+def _best_lexical(
+    entry: _UserIndex, terms: Sequence[str], cubes: Sequence[str], size: int
+) -> dict[str, list[tuple[str, float]]]:
+    """The ``size`` most relevant (id, relevance) pairs of each readable cube, best first."""
+    by_cube: dict[str, list[tuple[str, float]]] = {c: [] for c in cubes}
+    relevance = entry.index.relevance(terms) if terms else {}
+    items = entry.items
+
+    def fill(pairs: Iterable[tuple[str, float]]) -> None:
+        for doc_id, value in pairs:
+            bucket = by_cube.get(items[doc_id].cube_id)
+            if bucket is not None and len(bucket) < size and value > 0.0:
+                bucket.append((doc_id, value))
+
+    # A common word matches thousands of a large store's memories: the best few first, all
+    # of them only when a cube is still short.
+    few = 4 * size * len(cubes)
+    head = heapq.nlargest(few, relevance.items(), key=lambda pair: pair[1])
+    fill(head)
+    if len(relevance) > few and any(len(bucket) < size for bucket in by_cube.values()):
+        by_cube = {c: [] for c in cubes}
+        fill(sorted(relevance.items(), key=lambda pair: pair[1], reverse=True))
+    return by_cube
 
 
 def _counts_of(vectors: UserVectors) -> Counts | None:
