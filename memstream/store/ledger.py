@@ -19,13 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.memory import MemoryItem, NewMemory
 from memstream.providers.base import LongTermProvider
+from memstream.store.messages import utc_naive
 from memstream.store.schema import provider_memory as t
 
 _CHUNK = 500  # ids per IN (...) list
-
-
-def _naive_utc(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 
 class ProviderLedger:
@@ -56,7 +53,7 @@ class ProviderLedger:
                 "memory_type": m.memory_type,
                 "content": m.content,
                 "importance": m.importance,
-                "created_at": _naive_utc(m.created_at),
+                "created_at": utc_naive(m.created_at),
                 "deleted_at": None,
             }
             for m, agent_id in {
