@@ -22,10 +22,13 @@ from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers import degraded
 from memstream.providers.mysql import MySQLProvider
 from memstream.retrieval import RELATIVITY
+from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
 from memstream.store.schema import long_term_memory, memory_embedding
 from tests.fakes.embeddings import EmbeddingScript, Fault, embeddings_app
 from tests.fakes.http import serve
+from tests.support.api import client_for
+from tests.support.settings import isolated_settings
 
 pytestmark = pytest.mark.integration
 
@@ -372,3 +375,39 @@ async def test_backfill_sees_rows_committed_late_with_an_earlier_time(
     job.sweep_seconds = 0.0
     assert (await job.run_until_done()).stored == 1
     assert await vector_count(db, tenant) == 3
+
+
+async def test_the_load_path_finds_by_meaning_and_says_when_it_cannot(
+    services: Settings, script: EmbeddingScript, server: str, tenant: str
+) -> None:
+    """Through the API: a memory added by hand is embedded by the backfill and found by the
+    question; with the endpoint gone, the answer is lexical and ``degraded`` says so."""
+    settings = isolated_settings(embedding_base_url=server, embedding_model=MODEL)
+    scope = {"tenant_id": tenant, "user_id": "u1", "agent_id": None}
+    body = {**scope, "conversation_id": "c1"}
+    async with client_for(settings) as api:
+        for content in FACTS:
+            added = await api.post(
+                "/v1/memories",
+                json={
+                    **scope,
+                    "cube_id": USER_PROFILE,
+                    "memory_type": "text_mem",
+                    "content": content,
+                },
+            )
+            assert added.status_code == 201, added.text
+        engine = create_engine(settings.database_url)
+        try:
+            assert (await backfill(engine, server, tenant).run_until_done()).stored == len(FACTS)
+        finally:
+            await engine.dispose()
+        found = (await api.post("/v1/context", json={**body, "query": QUESTION})).json()
+        assert [i["content"] for i in found["long_term"]["items"]] == [VEGETARIAN]
+        # (The short-term part may run out of time on a busy host; the long-term one did not.)
+        assert "embeddings" not in found["degraded"] and "long_term" not in found["degraded"]
+
+        script.faults = [Fault(delay=5.0)] * 10
+        lexical = (await api.post("/v1/context", json={**body, "query": "cello weekends"})).json()
+        assert [i["content"] for i in lexical["long_term"]["items"]] == [FACTS[2]]
+        assert "embeddings" in lexical["degraded"] and "long_term" not in lexical["degraded"]
