@@ -1,4 +1,7 @@
-"""The persist stage: write new memories first, then expire the old ones."""
+"""The persist stage: write new memories first, then expire the old ones, for plans made by the
+conflict stage of earlier versions (which handed them over on ``lt-persist``) and their dead
+letters sent back by ``memstream redrive``. The conflict stage now applies its own plans, one
+session of a user after the other."""
 
 from __future__ import annotations
 

@@ -3,8 +3,9 @@
 session  -> judge    : the session's messages, new ones (no MD5 mark) flagged
 judge    -> dedupe   : candidate memories (LLM or rules)
 dedupe   -> conflict : candidates de-duplicated within the session, re-keyed by (tenant, user)
-conflict -> persist  : what to store and which live memories to expire
-persist              : write new first, then expire old; failures go to the retry topic
+conflict             : what to store and which live memories to expire (``plan``), then
+                       writing new first and expiring old (``persist``), one session of a
+                       user after the other (``memstream.longterm.order``)
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memstream.errors import ProviderUnavailable
 from memstream.longterm.conflict import LLMConflictResolver, resolve
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session
 from memstream.longterm.retention import Retention, expired_episodes
 from memstream.memory import MemoryItem, NewMemory
 from memstream.providers.base import LongTermProvider
+from memstream.providers.memos import is_provisional
 from memstream.store.marks import MarkStore, mark_of
 from memstream.store.messages import MessageStore
 from memstream.text.normalise import fold_spaces_and_case
@@ -131,9 +134,18 @@ async def persist(
     retention: Retention = KEEP_EVERY_EPISODE,
 ) -> list[str]:
     """Write new memories first, then expire the old: a crash in between leaves a duplicate
-    for a while, never a gap. Episodes past their retention go last; answers what expired."""
+    for a while, never a gap. Nothing expires before every add is confirmed: a provider that
+    answers a provisional id (MemOS adding asynchronously) may still lose the memory, so the
+    call fails as an outage and is tried again (adds are idempotent). Episodes past their
+    retention go last; answers what expired."""
     if store:
-        await provider.add(store)
+        stored = await provider.add(store)
+        unconfirmed = sum(1 for item in stored if is_provisional(item))
+        if unconfirmed:
+            raise ProviderUnavailable(
+                f"{provider.name} has not confirmed {unconfirmed} of {len(stored)} added "
+                "memories yet; nothing is expired before it has"
+            )
     gone = list(expire)
     if any(m.kind == "episode" for m in store) and (retention.period or retention.per_user):
         live = await provider.list_live(session.tenant_id, session.user_id, session.agent_id)

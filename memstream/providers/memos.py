@@ -118,6 +118,12 @@ _DEAD_STATES = frozenset({"deleted", "archived"})
 AgentsOf = Callable[[str], Awaitable[Sequence[str]]]
 
 
+def is_provisional(item: MemoryItem) -> bool:
+    """Whether an added item's id is a temporary one MemOS has not confirmed (module
+    docstring): the memory may still vanish, so nothing may rely on it being stored yet."""
+    return bool(item.extra.get("provisional"))
+
+
 def memos_user(tenant_id: str, user_id: str) -> str:
     """The MemOS user id of a memstream (tenant, user)."""
     return namespaced(tenant_id, user_id)

@@ -32,8 +32,10 @@ pytestmark = pytest.mark.integration
 GARBAGE = [b'{"garbage": 1}', b"\xff not even utf-8"]
 
 
-def session(tenant: str, conversation: str, agent: str = "agent-1") -> Session:
-    return Session(tenant, "user-1", agent, conversation, f"end-{conversation}")
+def session(
+    tenant: str, conversation: str, agent: str = "agent-1", user: str = "user-1"
+) -> Session:
+    return Session(tenant, user, agent, conversation, f"end-{conversation}")
 
 
 def judged(tenant: str, conversation: str, text: str) -> bytes:
@@ -42,10 +44,12 @@ def judged(tenant: str, conversation: str, text: str) -> bytes:
     return dumps(session=session(tenant, conversation), messages=[said])
 
 
-def proposed(tenant: str, conversation: str, text: str, agent: str = "agent-1") -> bytes:
+def proposed(
+    tenant: str, conversation: str, text: str, agent: str = "agent-1", user: str = "user-1"
+) -> bytes:
     """An lt-dedupe or lt-conflict record: one candidate memory of the user."""
     candidate = Candidate(text, "text_mem", "user", 7, "personal_fact", (f"{conversation}-0",))
-    return dumps(session=session(tenant, conversation, agent), candidates=[candidate])
+    return dumps(session=session(tenant, conversation, agent, user), candidates=[candidate])
 
 
 def planned(tenant: str, conversation: str, text: str) -> bytes:
@@ -56,8 +60,8 @@ def planned(tenant: str, conversation: str, text: str) -> bytes:
     return dumps(session=session(tenant, conversation), store=[memory], expire=[])
 
 
-async def memories(engine: AsyncEngine, tenant: str) -> str:
-    items = await MySQLProvider(engine).list_live(tenant, "user-1", "agent-1")
+async def memories(engine: AsyncEngine, tenant: str, user: str = "user-1") -> str:
+    items = await MySQLProvider(engine).list_live(tenant, user, "agent-1")
     return " | ".join(sorted(item.content.lower() for item in items))
 
 
@@ -194,7 +198,8 @@ async def test_a_long_backoff_holds_back_no_other_record(services, tenant, engin
             assert answer.status_code == 200, answer.text
         start_worker(settings)
         # MemOS is not configured: this one fails on every try, retried after 1, 2, 4, 8, 16 s.
-        blocked = proposed(tenant, "a", "The user owns a kayak", agent="stuck")
+        # Another user's: a user's own later records wait for it (test_user_order.py).
+        blocked = proposed(tenant, "a", "The user owns a kayak", agent="stuck", user="user-2")
         await publish(settings, "lt-conflict", [blocked])
         await asyncio.sleep(16)  # now it waits on the 16 s tier until about 31 s
         assert await metric(settings, "memstream_retry_waiting") == 1
@@ -206,7 +211,7 @@ async def test_a_long_backoff_holds_back_no_other_record(services, tenant, engin
         restored = time.monotonic()
         await remembered(engine, tenant, "bees", within=60)
         assert time.monotonic() - restored < 8, "held back behind the long backoff"
-        assert "kayak" not in await memories(engine, tenant)
+        assert "kayak" not in await memories(engine, tenant, user="user-2")
         assert await letters(settings) == []
     finally:
         await proxy.stop()

@@ -1,0 +1,122 @@
+"""Sessions of one user are applied to long-term memory in the order they arrived, even when
+the first meets an outage and waits on a retry tier while the second is already there."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.kafka import PUBLIC_TOPICS, ensure_topics, internal_topics, publish
+from memstream.launch import eventually
+from memstream.longterm.models import Candidate
+from memstream.longterm.payloads import Session, dumps
+from memstream.memory import USER_PROFILE
+from memstream.providers.memos import memos_cube
+from memstream.settings import Settings
+from memstream.store.schema import long_term_memory
+from tests.fakes.memos import MEMOS_KEY, MemOSState
+from tests.support.api import client_for
+from tests.support.faults import proxied_database
+from tests.support.kafka import read_topic
+from tests.support.settings import isolated_settings
+
+pytestmark = pytest.mark.integration
+
+
+def session_said(tenant: str, conversation: str, fact: str, agent: str = "agent-1") -> bytes:
+    """The ``lt-conflict`` record of a session in which the user stated ``fact``."""
+    session = Session(tenant, "user-1", agent, conversation, f"end-{conversation}")
+    candidate = Candidate(fact, "text_mem", "user", 7, "personal_fact", (f"{conversation}-0",))
+    return dumps(session=session, candidates=[candidate])
+
+
+async def memories(engine: AsyncEngine, tenant: str) -> dict[str, bool]:
+    """Every memory of the tenant's user in the built-in store: content -> live."""
+    query = select(long_term_memory.c.content, long_term_memory.c.deleted_at).where(
+        long_term_memory.c.tenant_id == tenant
+    )
+    async with engine.connect() as conn:
+        rows = (await conn.execute(query)).all()
+    return {row.content: row.deleted_at is None for row in rows}
+
+
+async def retried(settings: Settings, *, or_else: Callable[[], bool] = lambda: False) -> None:
+    """Wait until a record waits on the first retry tier (or ``or_else`` holds)."""
+
+    async def waiting() -> bool:
+        return or_else() or bool(await read_topic(settings, "retry-1"))
+
+    await eventually(waiting, within=60, what="the first try's failure")
+
+
+async def test_the_newer_session_wins_when_the_older_waited_out_an_outage(
+    services, tenant, engine, start_worker
+):
+    proxy, settings = await proxied_database(
+        services,
+        topic_partitions=1,
+        retry_base_seconds=2.0,
+        retry_max_delay_seconds=4.0,
+        retry_horizon_seconds=300,
+    )
+    try:
+        await ensure_topics(settings, PUBLIC_TOPICS + internal_topics(settings))
+        start_worker(settings)
+        await proxy.stop()
+        await publish(settings, "lt-conflict", [session_said(tenant, "s1", "Lives in Lisbon")])
+        await retried(settings)
+        # The database is back before the first session's retry is due, and the user's next
+        # session, which says otherwise, is there first.
+        await proxy.start()
+        await publish(settings, "lt-conflict", [session_said(tenant, "s2", "Lives in Berlin")])
+
+        async def settled() -> bool:
+            found = await memories(engine, tenant)
+            return "Lives in Berlin" in found and "Lives in Lisbon" in found
+
+        await eventually(settled, within=60, what="both sessions applied")
+        await asyncio.sleep(3 * settings.retry_max_delay_seconds)  # nothing else comes back
+        assert await memories(engine, tenant) == {"Lives in Lisbon": False, "Lives in Berlin": True}
+    finally:
+        await proxy.stop()
+
+
+async def test_nothing_expires_before_a_provisional_add_is_confirmed(
+    services, tenant, start_worker, memos_server: tuple[str, MemOSState]
+):
+    """MemOS answers a temporary id for the new fact and stores nothing (an add it lost): the
+    old fact it supersedes stays until the add is confirmed, on a later try."""
+    url, state = memos_server
+    state.reset()
+    old = state.seed(memos_cube(tenant, "user-1", USER_PROFILE), "Lives in Lisbon")
+    settings = isolated_settings(
+        topic_partitions=1,
+        memos_url=url,
+        memos_api_key=MEMOS_KEY,
+        retry_base_seconds=1.0,
+        retry_max_delay_seconds=2.0,
+        retry_horizon_seconds=300,
+    )
+    await ensure_topics(settings, PUBLIC_TOPICS + internal_topics(settings))
+    async with client_for(settings) as api:
+        answer = await api.put(
+            f"/v1/agents/agent-1/config?tenant_id={tenant}",
+            json={"long_memory_provider": "MEMOS", "model_target_id": "m"},
+        )
+        assert answer.status_code == 200, answer.text
+    state.add_async = "lost"
+    start_worker(settings)
+    await publish(settings, "lt-conflict", [session_said(tenant, "s2", "Lives in Berlin")])
+    await retried(settings, or_else=lambda: old not in state.memories)
+    assert [m["memory"] for m in state.memories.values()] == ["Lives in Lisbon"]
+    state.add_async = ""
+
+    async def updated() -> bool:
+        return sorted(m["memory"] for m in state.memories.values()) == ["Lives in Berlin"]
+
+    await eventually(updated, within=60, what="the new fact stored, then the old one deleted")
+    assert old not in state.memories
