@@ -21,6 +21,7 @@ from memstream.text.scripts import has_han
 from memstream.text.stem import stem
 
 MAX_VALUE_WORDS = 6
+MAX_CHAINED_PREDICATES = 8  # "lives in Paris and works at Google and ...": more is not read
 MAX_CJK_VALUE_CHARS = 20
 SINGLE_VALUED = ("residence", "employer", "job", "name", "age", "diet", "favourite:")
 """Slots (or slot prefixes) holding one value: a different value replaces the old."""
@@ -270,7 +271,10 @@ def _parse_en(text: str) -> Parsed:
     m = _EN_SUBJECT.match(text + " ")
     rest: str | None = text[m.end() :] if m else text
     facts: list[Fact] = []
-    while rest:
+    # Each predicate re-reads the rest of the text: a bounded chain keeps a long text linear.
+    for _ in range(MAX_CHAINED_PREDICATES):
+        if not rest:
+            break
         found, rest = _en_predicate(rest)
         if not found:
             break

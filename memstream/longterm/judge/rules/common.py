@@ -26,14 +26,28 @@ clauses the rules re-read inside one ("remember that ...")."""
 Rule = tuple[re.Pattern[str], Handler]
 """A pattern matched at the start of a clause, and its handler."""
 
-_TRAILING = re.compile(r"[\s.,;:!?…~\"'”“)\]}*_。！？，；：、）】」』-]+$")
-_EMOTICON = re.compile(r"\s*(?:[:;=]-?[)(DPp]|<3|\^_?\^)+\s*$")
-_EN_TAIL = re.compile(
-    r"(?:,?\s+(?:too|as\s+well|lol|haha+|hehe|though|btw|anyway|anyways|a\s+lot|"
-    r"so\s+much|very\s+much|by\s+the\s+way|actually|for\s+sure|:\))\b)+$",
+# Endings are stripped by matching the reversed text at its start: a ``$``-anchored search
+# would try every position and scan to the end from each, quadratic on a long run of the
+# characters or words it strips, while a match at one position reads the ending once.
+# Each pattern below is therefore written backwards, and its alternatives never overlap.
+_TRAILING_REV = re.compile(r"[\s.,;:!?…~\"'”“)\]}*_。！？，；：、）】」』-]+")
+# Emoticons such as ":-)", ";P", "<3" and "^_^" (reversed: ")-:", "P;", "3<", "^_^"), with
+# the white space around them.
+_EMOTICON_REV = re.compile(r"\s*(?:[)(DPp]-?[:;=]|3<|\^_?\^)+\s*")
+# Filler words after a comma or a space ("..., too", "... lol"), reversed word by word; the
+# ``\b`` before each keeps the word whole, as the one after it did forwards.
+_EN_TAIL_REV = re.compile(
+    r"(?:\b(?:oot|llew\s+sa|lol|a+hah|eheh|hguoht|wtb|yawyna|syawyna|tol\s+a|"
+    r"hcum\s+os|hcum\s+yrev|yaw\s+eht\s+yb|yllautca|erus\s+rof)\s+,?)+",
     re.I,
 )
-_ZH_TAIL = re.compile(r"[啊呀哦啦哈嘛喔噢呐哟咯~～]+$")
+_ZH_TAIL_REV = re.compile(r"[啊呀哦啦哈嘛喔噢呐哟咯~～]+")
+
+
+def strip_ending(reversed_pattern: re.Pattern[str], text: str) -> str:
+    """``text`` without the ending ``reversed_pattern`` matches when read backwards."""
+    m = reversed_pattern.match(text[::-1])
+    return text[: len(text) - m.end()] if m else text
 
 
 def clean(text: str) -> str:
@@ -41,10 +55,8 @@ def clean(text: str) -> str:
     text = collapse_whitespace(text)
     for _ in range(3):
         before = text
-        text = _EMOTICON.sub("", text)
-        text = _TRAILING.sub("", text)
-        text = _EN_TAIL.sub("", text)
-        text = _ZH_TAIL.sub("", text)
+        for ending in (_EMOTICON_REV, _TRAILING_REV, _EN_TAIL_REV, _ZH_TAIL_REV):
+            text = strip_ending(ending, text)
         if text == before:
             break
     return text.strip()

@@ -71,11 +71,13 @@ _HYPOTHETICAL_EN = re.compile(
     re.I,
 )
 _WOULD_LIKE = re.compile(r"\bwould\s+(?:like|love|prefer|rather|appreciate)\b", re.I)
+# ``(?<!\s)`` starts a match only where a run of white space starts: from inside one, the rest
+# of the run leads to the same end, and trying every position of a long run is quadratic.
 _CLAUSE_SPLIT_EN = re.compile(
-    r",?\s+(?:and|but|so|plus|also|while|whereas)\s+"
+    r",?(?<!\s)\s+(?:and|but|so|plus|also|while|whereas)\s+"
     r"(?=(?:i|i'm|i've|i'd|im|my|we|we've|we're)\b(?!\s+(?:are|were|have|both|'ve|'re)\b))"
     r"|[,:]\s*(?=(?:i|i'm|i've|im|my|we|we've|we're)\b)"
-    r"|\s+-+\s+",
+    r"|(?<!\s)\s+-+\s+",
     re.I,
 )
 _PRONOUN_ONLY = re.compile(
@@ -677,9 +679,10 @@ def _en_hobby(m: re.Match[str], depth: int) -> Hit | None:
     return hit(f"The user {verb}{' ' + _third_en(x) if x else ''}", "preference", 5)
 
 
+# Read on one line of clean text: "since ..." runs to the end, so its first match is the one.
 _DURATION = re.compile(
-    r"\s+(?:for\s+(?:(?:the\s+)?(?:past|last)\s+)?(?:\w+\s+)?(?:years?|months?|weeks?|days?|"
-    r"decades?|ages|a\s+while|a\s+long\s+time)|since\s+.+)$",
+    r"(?<!\s)\s+(?:for\s+(?:(?:the\s+)?(?:past|last)\s+)?(?:\w+\s+)?(?:years?|months?|weeks?|"
+    r"days?|decades?|ages|a\s+while|a\s+long\s+time)$|since\s+(?s:.+)$)",
     re.I,
 )
 
@@ -780,10 +783,13 @@ _EP_STOP_WORDS = (
     "him her his hers she our ours ourselves myself yourself you your yours"
 )
 _EP_STOP = frozenset(_EP_STOP_WORDS.split())
+# Where the object phrase ends; the text before the match is cleaned (white space stripped),
+# so a match need not take the white space before it, and a run of white space is entered at
+# its start only (``(?<!\s)``): ``\s*`` before ``\s+``, tried at every position, was cubic.
 _EP_CUT = re.compile(
-    r"\s*(?:[;(]|\s-+\s|—|–|(?:,|,?\s+(?:and|but|so|because|cause|since|as|which|where|"
+    r"[;(]|\s-+\s|—|–|(?:,|,?(?<!\s)\s+(?:and|but|so|because|cause|since|as|which|where|"
     r"when|though|although|while|until|cuz))\s+(?:it|it's|its|this|that|they|they're|he|she|"
-    r"there|everyone|everybody|you|people|we|we're)\b)",
+    r"there|everyone|everybody|you|people|we|we're)\b",
     re.I,
 )
 # A date moved to the end of the clause ("Yesterday, I went ..."), kept when the object is cut.
