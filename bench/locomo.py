@@ -446,7 +446,9 @@ async def latency(samples: list[Sample], embeddings: str | None) -> None:
             return (time.perf_counter() - began) * 1000
 
         cold = await timed(provider, queries[0])
+        cpu = time.process_time()
         warm = [await timed(provider, q) for q in _cycle(queries, LATENCY_SEARCHES)]
+        warm_cpu = (time.process_time() - cpu) * 1000 / len(warm)
         # Open loop at RATE searches per second, as the load path would issue them.
         paced: list[float] = []
 
@@ -470,8 +472,10 @@ async def latency(samples: list[Sample], embeddings: str | None) -> None:
             refresh.append(await timed(provider, "garden"))
         print(
             f"\nsearch latency on {engine.dialect.name}, {len(memories):,} memories of one user "
-            f"(top_k 10, LoCoMo questions as queries):\n"
-            f"  lexical, warm, one at a time      {spread(warm)} ({len(warm)} searches)\n"
+            f"(top_k 10, LoCoMo questions as queries; {os.cpu_count()} cores, load average "
+            f"{os.getloadavg()[0]:.1f} at the end):\n"
+            f"  lexical, warm, one at a time      {spread(warm)} ({len(warm)} searches; "
+            f"{warm_cpu:.1f} ms of this process's CPU a search)\n"
             f"  lexical, warm, {RATE} searches/s    {spread(paced)}\n"
             f"  lexical, after a write elsewhere  p50 {statistics.median(refresh):.2f} ms, "
             f"max {max(refresh):.2f} ms (incremental refresh)\n"
@@ -508,7 +512,9 @@ async def hybrid_latency(
         await memo.embed_one(query)
     store_only = MySQLProvider(engine, embedder=memo, query_timeout=5.0)
     await timed(store_only, queries[1])
+    cpu = time.process_time()
     own = [await timed(store_only, q) for q in searches]
+    own_cpu = (time.process_time() - cpu) * 1000 / len(own)
     embed = []
     for query in searches[:200]:
         began = time.perf_counter()
@@ -517,7 +523,7 @@ async def hybrid_latency(
     print(
         f"  hybrid, warm, one at a time       {spread(full)} ({len(full)} searches, the "
         f"query embedded each time)\n"
-        f"  hybrid, query vector known        {spread(own)}\n"
+        f"  hybrid, query vector known        {spread(own)} ({own_cpu:.1f} ms of CPU a search)\n"
         f"  query embedding alone             {spread(embed)}\n"
         f"  hybrid, cold (load vectors)       {cold:.1f} ms\n"
         f"  backfill                          {filled.stored:,} memories in {took:.1f} s "
