@@ -1,4 +1,6 @@
-"""Embeddings for hybrid long-term retrieval: the endpoint client, rank fusion, the vector cache.
+"""Embeddings for hybrid long-term retrieval: the endpoint client (``client``), fusing the
+lexical and vector rankings (``fusion``), the API's vector cache (``cache``), how vectors are
+kept in the database (``rows``) and the worker's backfill that fills them (``backfill``).
 
 Optional: with no ``MEMSTREAM_EMBEDDING_BASE_URL`` there is no client and retrieval stays
 lexical.
