@@ -13,6 +13,7 @@ from memstream.events.deadletter import SourceRecord
 from memstream.history import STAGE, HistoryWriter, Triage
 from memstream.longterm.payloads import dumps
 from memstream.runtime import Resources
+from memstream.store.rebuilds import CacheRebuilds
 from memstream.streams import shared
 from memstream.streams.app import app, settings
 from memstream.streams.shared import source_of
@@ -64,6 +65,7 @@ async def history(stream: faust.StreamT[Any]) -> None:
         resources.messages,
         resources.cache,
         shared.publish_dead_letters,
+        rebuilds=CacheRebuilds(resources.engine),
         max_content_chars=settings.max_content_chars,
         max_backoff=settings.db_retry_max_seconds,
     )

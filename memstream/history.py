@@ -4,7 +4,9 @@ Order of effects for one batch, so that a crash at any point loses nothing:
 1. reject invalid records to dead-letter (awaited until the broker has them);
 2. write the valid ones to the record in one idempotent multi-row INSERT, retrying with
    backoff while the database is down (offsets are not committed meanwhile);
-3. update the cache, best effort: a Redis failure is counted and the stream goes on;
+3. update the cache, best effort: a Redis failure is counted and the stream goes on, once the
+   batch's conversations are marked in the record for their cached copies to be dropped
+   (``memstream.store.rebuilds``; dropped with the next batch that reaches Redis);
 4. only then does the caller acknowledge the batch's offsets.
 A redelivered batch repeats 2 and 3 with no visible change.
 """
@@ -12,6 +14,7 @@ A redelivered batch repeats 2 and 3 with no visible change.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,11 +27,14 @@ from memstream.events.parse import MessageWritten, parse_message
 from memstream.retry import TRANSIENT, retry_forever
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore, StoredMessage, utc_naive
+from memstream.store.rebuilds import CacheRebuilds
 from memstream.text.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
 STAGE = "history"
+# How often a writer looks for conversations marked stale by any worker (one small query).
+STALE_SWEEP_SECONDS = 30.0
 ConversationKey = tuple[str, str]
 PublishDeadLetters = Callable[[Sequence[DeadLetter]], Awaitable[None]]
 
@@ -101,17 +107,17 @@ class HistoryWriter:
         cache: RedisCache | None,
         publish_dead_letters: PublishDeadLetters,
         *,
+        rebuilds: CacheRebuilds,
         max_content_chars: int,
         max_backoff: float = 30.0,
     ) -> None:
         self.store = store
         self.cache = cache
+        self.rebuilds = rebuilds
         self.publish_dead_letters = publish_dead_letters
         self.max_content_chars = max_content_chars
         self.max_backoff = max_backoff
-        # Conversations whose cache write failed: their keys are dropped once Redis answers,
-        # so the load path rebuilds them from the record instead of serving a gap.
-        self._stale: set[ConversationKey] = set()
+        self._sweep_at = 0.0  # monotonic; the first batch looks for marks a crash left
 
     async def process(self, records: Sequence[SourceRecord]) -> Triage:
         batch = triage(records, self.max_content_chars)
@@ -166,9 +172,9 @@ class HistoryWriter:
         for m in messages:
             by_conversation[(m.tenant_id, m.conversation_id)].append(m)
         try:
-            if self._stale:
-                await self.cache.forget(self._stale)
-                self._stale.clear()
+            if time.monotonic() >= self._sweep_at:
+                await self.cache.drop_stale(self.rebuilds)
+                self._sweep_at = time.monotonic() + STALE_SWEEP_SECONDS
             cold = await self.cache.append(by_conversation)
             if cold:
                 await self.cache.warm(
@@ -176,9 +182,14 @@ class HistoryWriter:
                 )
             metrics.CACHE.labels("write", "ok").inc(len(by_conversation))
         except Exception as exc:  # Redis is best effort: the record already holds the batch.
-            self._stale.update(by_conversation)
             metrics.CACHE.labels("write", "error").inc(len(by_conversation))
             log.warning("cache update failed for %d conversations: %r", len(by_conversation), exc)
+            # The keys may hold part of the batch: marked before the batch is acknowledged, so
+            # no crash loses the mark, and dropped with the next batch that reaches Redis.
+            await self._retry_forever(
+                "mark_stale", partial(self.rebuilds.mark, list(by_conversation))
+            )
+            self._sweep_at = 0.0
 
     @staticmethod
     def _count(batch: Triage, stored: int, rejected: list[DeadLetter]) -> None:

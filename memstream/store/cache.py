@@ -3,7 +3,9 @@
 Each conversation is one sorted set scored by message time, so writing the same message twice
 (redelivery, replay) changes nothing, and the newest N are read without reading the rest.
 A key exists only while it holds the conversation's complete recent history: appends go only to
-keys that exist (atomically, in Lua), and a missing key is rebuilt from the record.
+keys that exist (atomically, in Lua), and a missing key is rebuilt from the record. A key that
+may have missed a write is marked in the record (``memstream.store.rebuilds``) and dropped once
+Redis answers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import orjson
 import redis.asyncio as redis
 
 from memstream.store.messages import StoredMessage
+from memstream.store.rebuilds import CacheRebuilds
 
 # Append only while the key exists, then trim to the newest N and refresh the TTL.
 _APPEND_IF_WARM = """
@@ -143,10 +146,27 @@ class RedisCache:
         return [decode_member(r) for r in raw]
 
     async def forget(self, keys: Iterable[tuple[str, str]]) -> None:
-        """Drop conversations whose cached copy may have missed writes."""
-        names = [self.key(t, c) for t, c in keys]
+        """Drop conversations' cached messages and summaries (rebuilt from the record)."""
+        names = [name for t, c in keys for name in (self.key(t, c), self.summary_key(t, c))]
         if names:
             await self.client.delete(*names)
+
+    async def drop_stale(
+        self, rebuilds: CacheRebuilds, *, batch: int = 500, rounds: int = 20
+    ) -> int:
+        """Drop the conversations marked in ``rebuilds``, then clear their marks (at the
+        version read, ``memstream.store.rebuilds``), ``batch`` at a time for at most
+        ``rounds``; answers how many were dropped."""
+        dropped = 0
+        for _ in range(rounds):
+            marks = await rebuilds.marked(batch)
+            if marks:
+                await self.forget((tenant, conversation) for tenant, conversation, _ in marks)
+                await rebuilds.clear(marks)
+                dropped += len(marks)
+            if len(marks) < batch:
+                break
+        return dropped
 
     async def ping(self) -> bool:
         return bool(await self.client.ping())  # type: ignore[misc]

@@ -294,3 +294,17 @@ redriven_letter = Table(
     Column("sent_at", _TIME, nullable=True),
     **MYSQL_TABLE_ARGS,
 )
+
+# Conversations whose cached history may have missed a write (memstream.store.rebuilds): the
+# history stage records one when a cache update fails, before it acknowledges the batch, and
+# drops its key once Redis answers, so that the load path rebuilds it from the record.
+# ``version`` grows with every failure: clearing a row read earlier never clears a later one.
+cache_rebuild = Table(
+    "cache_rebuild",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("conversation_id", _ID, primary_key=True),
+    Column("version", BigInteger, nullable=False, default=1),
+    Column("marked_at", _TIME, nullable=False),
+    **MYSQL_TABLE_ARGS,
+)
