@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
+from memstream import forget
 from memstream.api.auth import check_tenant
 from memstream.api.errors import NOT_FOUND
 from memstream.api.models import (
@@ -95,13 +96,25 @@ async def delete_memory(
 
 @router.delete("/v1/users/{user_id}/memories", response_model=DeletedResponse)
 async def forget_user(
-    user_id: Id, tenant_id: Annotated[Id, Query()], request: Request, services: ServicesDep
+    user_id: Id,
+    tenant_id: Annotated[Id, Query()],
+    request: Request,
+    services: ServicesDep,
+    purge_history: Annotated[
+        bool, Query(description="also delete the user's messages, summaries and cached copies")
+    ] = False,
 ) -> DeletedResponse:
+    """Forget a user in every provider the tenant has used (``memstream.forget``)."""
     check_tenant(request, tenant_id)
-    deleted: list[str] = []
-    for provider in await services.router.for_tenant(tenant_id):
-        deleted += await provider.delete_user(tenant_id, user_id)
-    return DeletedResponse(deleted=deleted)
+    forgotten = await forget.forget_user(
+        services.router,
+        services.engine,
+        services.cache,
+        tenant_id,
+        user_id,
+        purge_history=purge_history,
+    )
+    return DeletedResponse(deleted=forgotten.deleted)
 
 
 def _item(m: MemoryItem) -> MemoryOut:

@@ -1,0 +1,177 @@
+"""Forgetting a user (``DELETE /v1/users/{user_id}/memories``): every provider the tenant has
+ever used, and the content itself.
+
+It reaches:
+- every external provider (MemOS, Mem0) one of the tenant's agents is configured for, or that
+  memstream ever wrote the tenant's memories to (the ledger, ``provider_memory``): an agent
+  that switched provider since left its memories where they were written. Once a provider
+  has forgotten the user, the ledger's copies of the user's memories there are deleted too;
+- the built-in store: every memory of the user is deleted for good, with its vectors, the live
+  ones and those expired before (which still held their text);
+- with ``purge_history``, the user's messages, the summaries of their conversations, the
+  cached copies of both, and the conversations' processed-message marks. A cached copy that
+  cannot be dropped now (Redis down) is marked in the record and dropped by the history stage
+  once Redis answers (``memstream.store.rebuilds``).
+
+Every step can be repeated. A provider the tenant used that this deployment cannot reach (no
+URL, or it failed) fails the call with ``ProviderUnavailable`` after everything else is done,
+and keeps its ledger rows, so that calling again later finishes the job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import (
+    ColumnElement,
+    Executable,
+    Integer,
+    Table,
+    delete,
+    distinct,
+    literal_column,
+    select,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from memstream.errors import ProviderUnavailable
+from memstream.providers.router import ProviderRouter
+from memstream.store.agents import Provider
+from memstream.store.cache import RedisCache
+from memstream.store.rebuilds import CacheRebuilds
+from memstream.store.schema import (
+    agent_config,
+    conversation_message,
+    conversation_summary,
+    long_term_memory,
+    memory_embedding,
+    processed_mark,
+    provider_memory,
+)
+
+log = logging.getLogger(__name__)
+
+EXTERNAL: tuple[Provider, ...] = ("MEMOS", "MEM0")
+_CHUNK = 5000  # rows per DELETE, so that no transaction holds many rows locked
+_IN_LIST = 500  # conversation ids per IN (...) list
+
+
+@dataclass(slots=True)
+class Forgotten:
+    """What forgetting a user removed: memory ids, and with the history purge, row counts."""
+
+    deleted: list[str] = field(default_factory=list)
+    messages: int = 0
+    conversations: int = 0
+
+
+async def providers_used(engine: AsyncEngine, tenant_id: str) -> list[Provider]:
+    """The external providers the tenant's agents are configured for, or that hold memories
+    memstream wrote for the tenant."""
+    configured = select(distinct(agent_config.c.long_memory_provider)).where(
+        agent_config.c.tenant_id == tenant_id
+    )
+    written = select(distinct(provider_memory.c.provider)).where(
+        provider_memory.c.tenant_id == tenant_id
+    )
+    async with engine.connect() as conn:
+        names = set((await conn.execute(configured)).scalars())
+        names |= set((await conn.execute(written)).scalars())
+    return [name for name in EXTERNAL if name in names]
+
+
+async def forget_user(
+    router: ProviderRouter,
+    engine: AsyncEngine,
+    cache: RedisCache | None,
+    tenant_id: str,
+    user_id: str,
+    *,
+    purge_history: bool = False,
+) -> Forgotten:
+    """Forget a user as the module docstring says; answers what was removed."""
+    out = Forgotten()
+    unreachable: list[str] = []
+    for name in await providers_used(engine, tenant_id):
+        try:
+            out.deleted += await router.named(name).delete_user(tenant_id, user_id)
+        except ProviderUnavailable as exc:
+            unreachable.append(f"{name} ({exc})")
+            continue
+        ledger = provider_memory.c
+        await _delete_all(
+            engine,
+            provider_memory,
+            (ledger.tenant_id == tenant_id, ledger.provider == name, ledger.user_id == user_id),
+        )
+    out.deleted += await router.builtin.delete_user(tenant_id, user_id)
+    memories, vectors = long_term_memory.c, memory_embedding.c
+    await _delete_all(
+        engine, memory_embedding, (vectors.tenant_id == tenant_id, vectors.user_id == user_id)
+    )
+    await _delete_all(
+        engine, long_term_memory, (memories.tenant_id == tenant_id, memories.user_id == user_id)
+    )
+    if purge_history:
+        await _purge_history(engine, cache, tenant_id, user_id, out)
+    if unreachable:
+        raise ProviderUnavailable(
+            "the user is forgotten everywhere but in " + ", ".join(unreachable)
+            + "; call again once it answers"
+        )  # fmt: skip
+    return out
+
+
+async def _purge_history(
+    engine: AsyncEngine, cache: RedisCache | None, tenant_id: str, user_id: str, out: Forgotten
+) -> None:
+    messages = conversation_message.c
+    query = select(distinct(messages.conversation_id)).where(
+        messages.tenant_id == tenant_id, messages.user_id == user_id
+    )
+    async with engine.connect() as conn:
+        conversations = sorted((await conn.execute(query)).scalars())
+    out.conversations = len(conversations)
+    out.messages = await _delete_all(
+        engine, conversation_message, (messages.tenant_id == tenant_id, messages.user_id == user_id)
+    )
+    for start in range(0, len(conversations), _IN_LIST):
+        chunk = conversations[start : start + _IN_LIST]
+        for table in (conversation_summary, processed_mark):
+            scope = (table.c.tenant_id == tenant_id, table.c.conversation_id.in_(chunk))
+            await _delete_all(engine, table, scope)
+    keys = [(tenant_id, c) for c in conversations]
+    if cache is None or not keys:
+        return
+    try:
+        await cache.forget(keys)
+    except Exception as exc:
+        log.warning("cache unreachable while purging %d conversations (%r); marked", len(keys), exc)
+        await CacheRebuilds(engine).mark(keys)
+
+
+async def _delete_all(
+    engine: AsyncEngine, table: Table, scope: Sequence[ColumnElement[bool]]
+) -> int:
+    """Delete every row of ``table`` in ``scope``, ``_CHUNK`` rows per statement."""
+    total = 0
+    while True:
+        async with engine.begin() as conn:
+            done = await _delete_chunk(conn, table, scope)
+        total += done
+        if done < _CHUNK:
+            return total
+
+
+async def _delete_chunk(
+    conn: AsyncConnection, table: Table, scope: Sequence[ColumnElement[bool]]
+) -> int:
+    stmt: Executable
+    if conn.dialect.name == "sqlite":
+        rowid = literal_column("rowid", Integer())
+        stmt = delete(table).where(rowid.in_(select(rowid).where(*scope).limit(_CHUNK)))
+    else:
+        stmt = delete(table).where(*scope).with_dialect_options(mysql_limit=_CHUNK)
+    return int((await conn.execute(stmt)).rowcount or 0)
