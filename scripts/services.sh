@@ -388,8 +388,10 @@ kafka_start() {
     # holds the JVM's pid whether or not setsid had to fork.
     local heap_opts
     read -ra heap_opts <<<"$KAFKA_HEAP_OPTS"
+    # Every test has topics of its own, so a long suite leaves tens of thousands of partition
+    # files open; the default soft limit of open files stops the broker on its next start.
     # shellcheck disable=SC2016 # $$ and "$@" are meant for the inner bash
-    setsid bash -c 'echo $$ >"$0"; exec "$@"' "$RUN_DIR/kafka.pid" \
+    setsid bash -c 'ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"; echo $$ >"$0"; exec "$@"' "$RUN_DIR/kafka.pid" \
         java "${heap_opts[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
         -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
         -Djava.awt.headless=true \

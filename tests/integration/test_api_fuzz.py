@@ -41,6 +41,14 @@ def test_no_input_causes_a_server_error(served_api: str) -> None:
             suppress_health_check=list(HealthCheck),
         )
         def no_server_error(case: schemathesis.Case) -> None:
+            if case.operation.path == "/readyz":
+                # Readiness answers 503 on purpose while a dependency (here: the workers,
+                # none of which runs) is not ready; any other 5xx is still a bug.
+                response = case.call()
+                assert response.status_code < 500 or (
+                    response.status_code == 503 and response.json()["status"] == "not_ready"
+                ), response.text
+                return
             case.call_and_validate(checks=[not_a_server_error])
 
         no_server_error()
