@@ -22,6 +22,7 @@ def run_worker(settings: Settings) -> int:
     # Importing the agent modules registers them on the app.
     import memstream.agents.conflict
     import memstream.agents.dedupe
+    import memstream.agents.embed
     import memstream.agents.history
     import memstream.agents.judge
     import memstream.agents.persist

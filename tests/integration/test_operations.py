@@ -214,4 +214,12 @@ async def test_dev_stops_in_order_on_sigterm_and_keeps_what_was_just_published(
     finally:
         await engine.dispose()
     worker_log = (tmp_path / "var" / "dev" / "worker.log").read_text(errors="replace")
-    assert "Traceback" not in worker_log
+    # A query cut off by the shutdown has its pooled connection closed while its task is being
+    # cancelled, and SQLAlchemy logs that with a traceback; nothing is lost (the record was not
+    # acknowledged, so it is read again). Any other traceback is a bug.
+    tracebacks = [
+        block
+        for block in worker_log.split("Traceback (most recent call last):")[1:]
+        if not ("_close_connection" in block and "CancelledError" in block)
+    ]
+    assert not tracebacks, worker_log
