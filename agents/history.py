@@ -9,9 +9,9 @@ from typing import Any
 import faust
 
 from memstream import metrics
+from memstream.events.checks import summary_checks
 from memstream.events.deadletter import SourceRecord
 from memstream.history import STAGE, HistoryWriter, Triage
-from memstream.longterm.payloads import dumps
 from memstream.runtime import Resources
 from memstream.store.rebuilds import CacheRebuilds
 from memstream.streams import shared
@@ -27,14 +27,13 @@ IN_FLIGHT = 2
 
 
 async def check_summaries(batch: Triage) -> None:
-    """Ask the summary stage to look at the conversations this batch wrote to (not awaited,
-    and a failure never fails the batch: a lost check is repeated by the next batch or the
-    session's end)."""
-    conversations = sorted({(m.tenant_id, m.conversation_id) for m, _ in batch.accepted})
+    """Ask the summary stage to look at the conversations this batch wrote to, one record per
+    partition (not awaited, and a failure never fails the batch: a lost check is repeated by
+    the next batch or the session's end)."""
+    conversations = {(m.tenant_id, m.conversation_id) for m, _ in batch.accepted}
     try:
-        for tenant_id, conversation_id in conversations:
-            value = dumps(tenant_id=tenant_id, conversation_id=conversation_id)
-            await summary_check.send(key=conversation_id.encode(), value=value)
+        for key, value in summary_checks(conversations, settings.topic_partitions):
+            await summary_check.send(key=key, value=value)
     except Exception as exc:
         metrics.EVENTS.labels(STAGE, "summary_check_lost").inc()
         log.warning("summary checks of %d conversations not sent: %r", len(conversations), exc)

@@ -8,6 +8,7 @@ from typing import Any
 import faust
 
 from memstream import metrics
+from memstream.cpu import CpuPool
 from memstream.events.deadletter import SourceRecord
 from memstream.longterm.judge import Judge
 from memstream.longterm.models import SessionMessage
@@ -23,7 +24,8 @@ STAGE = "judge"
 
 @cache
 def judge_of_worker() -> Judge:
-    return Judge(shared.llm())
+    # The rules and episodes are regexes over user text: they run in a process of their own.
+    return Judge(shared.llm(), CpuPool(STAGE))
 
 
 def read(raw: bytes | None) -> tuple[Session, list[SessionMessage]]:

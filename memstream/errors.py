@@ -11,6 +11,7 @@ MemstreamError
 ├── EmbeddingError        the embeddings endpoint gave no usable vectors
 ├── JudgeOutputError      the judge model's answer is not a usable list of memories
 ├── MalformedDecision     the conflict model's answer is not a usable decision
+├── CpuWorkFailed         CPU work in a child process ran too long or killed its process
 └── ApiError              an error the query API answers with on purpose (status, code)
 """
 
@@ -73,6 +74,10 @@ class JudgeOutputError(MemstreamError):
 
 class MalformedDecision(MemstreamError):
     """The conflict model's answer is not a usable decision."""
+
+
+class CpuWorkFailed(MemstreamError):
+    """CPU work handed to a child process ran past its time limit or killed the process."""
 
 
 class ApiError(MemstreamError):

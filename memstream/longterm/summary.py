@@ -1,8 +1,12 @@
 """Conversation summaries of about ``SUMMARY_BUDGET_TOKENS`` tokens.
 
-``extractive_summary`` needs no model. It keeps the previous summary (dropping its least
-informative sentences when space runs out) and adds the most informative sentences of the
-new messages, attributed ("User: ..." / "Assistant: ..."), in chronological order.
+``fold`` needs no model. It keeps the previous summary (dropping its least informative
+sentences when space runs out) and adds the most informative sentences of the new messages,
+attributed ("User: ..." / "Assistant: ..."), in chronological order. It is incremental: the
+summary it returns carries its sentences with their scores and token counts (``sentences``,
+stored next to the text), so the next fold scores only the new messages and counts only the
+lines that changed; its cost grows with the new messages, never with the conversation. A
+previous summary without them (a model's text) is split and scored again.
 
 Sentences are scored by
 - substance: distinct content terms (stemmed words without stop words; Chinese characters
@@ -13,24 +17,33 @@ Sentences are scored by
   answers (its first sentence of an answer, recommendations: "I recommend", "建议");
 - recency: later messages weigh a little more.
 Greetings and filler ("Hi!", "Thanks a lot!", "How can I help you today?", "你好", "好的，谢谢")
-are never kept. The result is assembled and recounted with ``count_tokens`` until it fits the
-budget: it never exceeds ``budget_tokens``.
+are never kept. The result is counted exactly until it fits the budget: it never exceeds
+``budget_tokens``.
 
 ``llm_summary`` asks an OpenAI-compatible model to merge the previous summary with the new
 messages, and falls back to the extractive summary when the model fails or answers nothing;
-its answer is also cut to the budget.
+its answer is also cut to the budget. ``model_summary`` is its model half alone (None when the
+model gave nothing usable), for callers that run the fallback elsewhere.
+
+Everything here but the model call is CPU work with no IO: the summary stage runs it in a
+process of its own (``memstream.cpu``), never on the event loop.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+
+import orjson
 
 from memstream.errors import LLMError
 from memstream.llm import LLMClient
+from memstream.store.summaries import Summary
 from memstream.text.normalise import comparison_form
 from memstream.text.scripts import WIDE
 from memstream.text.terms import tokenize
@@ -126,6 +139,37 @@ class _Unit:
     score: float
     order: int
     tokens: int
+    key: str  # the comparison form's digest: a sentence already kept is not added again
+    kept: float  # its score once it is a sentence of the previous summary
+
+
+def _kept(summary: Summary) -> list[_Unit] | None:
+    """The sentences an extractive summary kept, as units of the next fold; None when it has
+    none to give (a model's text) or they do not match its text (then the text is read
+    again). Each is stored as [line, prefix length, length, score, tokens, key]: its text is
+    cut from the summary's own lines (sentences are stripped, so a space after one is the
+    separator ``_join`` put there)."""
+    if summary.sentences is None:
+        return None
+    lines = summary.text.split("\n")
+    units: list[_Unit] = []
+    at: dict[int, int] = {}
+    try:
+        for order, (group, prefix_len, length, score, tokens, key) in enumerate(
+            orjson.loads(summary.sentences)
+        ):
+            line = lines[group]
+            start = at.get(group, prefix_len)
+            if line[start : start + 1] == " " and start > prefix_len:
+                start += 1
+            text = line[start : start + length]
+            if len(text) != length or not text.strip():
+                return None
+            at[group] = start + length
+            units.append(_Unit(group, line[:prefix_len], text, score, order, tokens, key, score))
+    except (orjson.JSONDecodeError, TypeError, ValueError, IndexError):
+        return None
+    return units
 
 
 def sentences(text: str) -> list[str]:
@@ -133,10 +177,13 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
 
 
+def _terms(plain: str) -> set[str]:
+    return {t for t in tokenize(_FILLER_PHRASES.sub(" ", plain)) if t not in _FILLER_TERMS}
+
+
 def content_terms(sentence: str) -> set[str]:
     """The informative terms of a sentence: no stop words, greetings or filler."""
-    plain = _FILLER_PHRASES.sub(" ", comparison_form(sentence))
-    return {t for t in tokenize(plain) if t not in _FILLER_TERMS}
+    return _terms(comparison_form(sentence))
 
 
 def is_filler(sentence: str) -> bool:
@@ -148,12 +195,22 @@ def score_sentence(
     sentence: str, role: str | None, *, first: bool = False, recency: float = 0.0
 ) -> float:
     """How much a sentence is worth keeping (0 for filler); see the module documentation."""
-    terms = content_terms(sentence)
-    if not terms:
+    base = _base_score(sentence, comparison_form(sentence), role, count_tokens(sentence))
+    if base is None:
         return 0.0
-    plain = comparison_form(sentence)
-    tokens = max(1, count_tokens(sentence))
-    score = 0.8 * min(1.0, len(terms) / tokens) + 0.8 * min(1.0, len(terms) / 8)
+    return base + _bonus(role, first, recency)
+
+
+def _bonus(role: str | None, first: bool, recency: float) -> float:
+    return (0.3 * first if role == "assistant" else 0.0) + 0.3 * recency
+
+
+def _base_score(sentence: str, plain: str, role: str | None, tokens: int) -> float | None:
+    """The score without the bonuses of position; None for filler."""
+    terms = _terms(plain)
+    if not terms:
+        return None
+    score = 0.8 * min(1.0, len(terms) / max(1, tokens)) + 0.8 * min(1.0, len(terms) / 8)
     score += 0.5 * bool(_NUMBER.search(sentence))
     score += 0.4 * bool(_ENTITY.search(" " + sentence))
     score += 0.3 * bool(_TEMPORAL.search(plain))
@@ -162,9 +219,17 @@ def score_sentence(
         score += 0.5 + 0.6 * bool(_USER_FACT.search(plain)) + 0.4 * bool(_DECISION.search(plain))
         score += 0.5 * question
     elif role == "assistant":
-        score += 0.3 * first + 0.4 * bool(_ANSWER.search(plain))
+        score += 0.4 * bool(_ANSWER.search(plain))
         score += 0.3 * bool(_DECISION.search(plain)) - 0.3 * question
-    return score + 0.3 * recency
+    return score
+
+
+def _as_previous(base: float | None) -> float:
+    return max(base or 0.0, 0.1) + PREVIOUS_BONUS
+
+
+def _digest(plain: str) -> str:
+    return hashlib.blake2b(plain.encode(), digest_size=8).hexdigest()
 
 
 def truncate_tokens(text: str, limit: int, *, ellipsis: str = "…") -> str:
@@ -187,6 +252,15 @@ def truncate_tokens(text: str, limit: int, *, ellipsis: str = "…") -> str:
     return ""
 
 
+def _sentence(sentence: str) -> tuple[str, int]:
+    """A sentence cut to ``MAX_SENTENCE_TOKENS``, and its tokens."""
+    tokens = count_tokens(sentence)
+    if tokens <= MAX_SENTENCE_TOKENS:
+        return sentence, tokens
+    text = truncate_tokens(sentence, MAX_SENTENCE_TOKENS)
+    return text, count_tokens(text)
+
+
 def _join(parts: Sequence[str]) -> str:
     """Sentences of one message on one line: a space between them, none next to CJK text."""
     out = ""
@@ -197,27 +271,73 @@ def _join(parts: Sequence[str]) -> str:
     return out
 
 
-def _assemble(units: Sequence[_Unit]) -> str:
-    lines: list[str] = []
-    current: int | None = None
-    parts: list[str] = []
-    prefix = ""
-    for unit in sorted(units, key=lambda u: u.order):
-        if unit.group != current:
-            if parts:
-                lines.append(prefix + _join(parts))
-            current, parts, prefix = unit.group, [], unit.prefix
-        parts.append(unit.text)
-    if parts:
-        lines.append(prefix + _join(parts))
-    return "\n".join(lines)
+@lru_cache(maxsize=16384)
+def _line_tokens(line: str) -> int:
+    return count_tokens(line)
+
+
+class _Draft:
+    """The sentences chosen so far, one line per group, and the exact token count of their
+    text. A line break ends the token before it (it joins a closing punctuation mark, never the
+    next line's first word), so the text's count is the sum of its lines' counts, each with its
+    line break but the last; a changed line is the only one counted again."""
+
+    def __init__(self, units: Sequence[_Unit] = ()) -> None:
+        self.groups: dict[int, list[_Unit]] = {}
+        self._lines: dict[int, str] = {}
+        self._ended: dict[int, int] = {}  # each line's tokens with its line break
+        self._sum = 0  # of ``_ended``
+        for unit in sorted(units, key=lambda u: u.order):
+            self.groups.setdefault(unit.group, []).append(unit)
+        for group in self.groups:
+            self._count(group)
+
+    @property
+    def units(self) -> list[_Unit]:
+        return [u for g in sorted(self.groups) for u in self.groups[g]]
+
+    def add(self, unit: _Unit) -> None:
+        group = self.groups.setdefault(unit.group, [])
+        group.append(unit)
+        group.sort(key=lambda u: u.order)
+        self._count(unit.group)
+
+    def remove(self, unit: _Unit) -> None:
+        group = self.groups[unit.group]
+        group.remove(unit)
+        if not group:
+            del self.groups[unit.group]
+        self._count(unit.group)
+
+    def _count(self, group: int) -> None:
+        self._sum -= self._ended.pop(group, 0)
+        self._lines.pop(group, None)
+        if group in self.groups:
+            self._ended[group] = _line_tokens(self.line(group) + "\n")
+            self._sum += self._ended[group]
+
+    def line(self, group: int) -> str:
+        line = self._lines.get(group)
+        if line is None:
+            units = self.groups[group]
+            line = self._lines[group] = units[0].prefix + _join([u.text for u in units])
+        return line
+
+    def tokens(self) -> int:
+        if not self.groups:
+            return 0
+        last = max(self.groups)
+        return self._sum - self._ended[last] + _line_tokens(self.line(last))
+
+    def text(self) -> str:
+        return "\n".join(self.line(g) for g in sorted(self.groups))
 
 
 def _cost(units: Sequence[_Unit]) -> int:
     """Estimated tokens of assembled units: their own, one separator each, one prefix a
     group."""
     groups = {u.group: u.prefix for u in units}
-    return sum(u.tokens + 1 for u in units) + sum(count_tokens(p) for p in groups.values())
+    return sum(u.tokens + 1 for u in units) + sum(_line_tokens(p) for p in groups.values())
 
 
 def _greedy(units: Sequence[_Unit], budget: int, chosen: list[_Unit]) -> list[_Unit]:
@@ -225,13 +345,12 @@ def _greedy(units: Sequence[_Unit], budget: int, chosen: list[_Unit]) -> list[_U
     used = _cost(chosen)
     groups = {u.group for u in chosen}
     taken = {u.order for u in chosen}
-    prefix_cost: dict[str, int] = {}
     for unit in sorted(units, key=lambda u: (-u.score, u.order)):
         if unit.order in taken:
             continue
         extra = unit.tokens + 1
         if unit.group not in groups:
-            extra += prefix_cost.setdefault(unit.prefix, count_tokens(unit.prefix))
+            extra += _line_tokens(unit.prefix)
         if used + extra <= budget:
             chosen.append(unit)
             taken.add(unit.order)
@@ -253,11 +372,12 @@ def _previous_units(previous: str, order: int, group: int) -> tuple[list[_Unit],
             prefix = f"{_ROLE_LABEL.get(role or '', label)}: "
             line = line[m.end() :]
         for sentence in sentences(line):
-            text = truncate_tokens(sentence, MAX_SENTENCE_TOKENS)
+            text, tokens = _sentence(sentence)
             if not text:
                 continue
-            score = max(score_sentence(text, role), 0.1) + PREVIOUS_BONUS
-            units.append(_Unit(group, prefix, text, score, order, count_tokens(text)))
+            plain = comparison_form(text)
+            score = _as_previous(_base_score(text, plain, role, tokens))
+            units.append(_Unit(group, prefix, text, score, order, tokens, _digest(plain), score))
             order += 1
         group += 1
     return units, order, group
@@ -273,19 +393,94 @@ def _message_units(
         prefix = f"{_ROLE_LABEL.get(role, role.capitalize() or 'Message')}: "
         first = True
         for sentence in sentences(content or ""):
-            text = truncate_tokens(sentence, MAX_SENTENCE_TOKENS)
-            key = comparison_form(text)
-            score = score_sentence(text, role, first=first, recency=(i + 1) / n)
-            if score <= 0 or not key:
+            text, tokens = _sentence(sentence)
+            plain = comparison_form(text)
+            base = _base_score(text, plain, role, tokens)
+            if base is None or not plain:
+                continue
+            score = base + _bonus(role, first, (i + 1) / n)
+            if score <= 0:
                 continue
             first = False
+            key = _digest(plain)
             if key in seen:
                 continue
             seen.add(key)
-            units.append(_Unit(group, prefix, text, score, order, count_tokens(text)))
+            units.append(_Unit(group, prefix, text, score, order, tokens, key, _as_previous(base)))
             order += 1
         group += 1
     return units
+
+
+def fold(
+    previous: Summary | str | None,
+    messages: Sequence[tuple[str, str]],
+    *,
+    budget_tokens: int = SUMMARY_BUDGET_TOKENS,
+) -> Summary:
+    """The previous summary merged with the informative sentences of ``messages`` ((role,
+    content), oldest first), at most ``budget_tokens`` tokens, with its sentences for the next
+    fold. Only the new messages are scored: an extractive previous summary brings its
+    sentences' scores along, so the cost grows with the new messages, not the conversation."""
+    if budget_tokens <= 0:
+        return Summary("", 0, "[]")
+    old: list[_Unit] | None = None
+    if isinstance(previous, Summary):
+        old = _kept(previous)
+        previous = previous.text
+    if old is None:
+        old, order, group = _previous_units(previous or "", 0, 0)
+    else:
+        order = len(old)
+        group = max((u.group for u in old), default=-1) + 1
+    seen = {u.key for u in old}
+    new = _message_units(messages, order, group, seen)
+    if _cost(old) + _cost(new) <= budget_tokens:
+        chosen = old + new
+    else:
+        new_share = min(_cost(new), max(int(budget_tokens * NEW_SHARE), budget_tokens - _cost(old)))
+        chosen_new = _greedy(new, new_share, [])
+        chosen_old = _greedy(old, budget_tokens - _cost(chosen_new), [])
+        chosen = _greedy(new, budget_tokens, chosen_old + chosen_new)
+    draft = _Draft(chosen)
+    # The estimate is close; the exact count is the guarantee.
+    used = draft.tokens()
+    while draft.groups and used > budget_tokens:
+        draft.remove(min(draft.units, key=lambda u: (u.score, -u.order)))
+        used = draft.tokens()
+    used = _top_up(draft, used, old + new, budget_tokens)
+    kept = draft.units
+    lines = {g: i for i, g in enumerate(sorted(draft.groups))}  # numbered afresh each fold
+    state = [[lines[u.group], len(u.prefix), len(u.text), u.kept, u.tokens, u.key] for u in kept]
+    return Summary(draft.text(), used, orjson.dumps(state).decode())
+
+
+def fold_many(
+    work: Sequence[tuple[Summary | None, Sequence[tuple[str, str]]]], budget_tokens: int
+) -> list[Summary]:
+    """``fold`` of each (previous summary, new messages): one call of the summary stage's CPU
+    process for many conversations."""
+    return [fold(previous, messages, budget_tokens=budget_tokens) for previous, messages in work]
+
+
+def _top_up(draft: _Draft, used: int, units: Sequence[_Unit], budget: int) -> int:
+    """Fill what the (cautious) estimate left unused, counting each addition."""
+    taken = {u.order for u in draft.units}
+    tries = 0
+    for unit in sorted(units, key=lambda u: (-u.score, u.order)):
+        if used >= budget or tries >= TOP_UP_TRIES:
+            break
+        if unit.order in taken or unit.tokens >= budget - used:
+            continue
+        tries += 1
+        draft.add(unit)
+        trial = draft.tokens()
+        if trial <= budget:
+            taken.add(unit.order)
+            used = trial
+        else:
+            draft.remove(unit)
+    return used
 
 
 def extractive_summary(
@@ -296,44 +491,7 @@ def extractive_summary(
 ) -> str:
     """The previous summary merged with the informative sentences of ``messages`` ((role,
     content), oldest first), at most ``budget_tokens`` tokens."""
-    if budget_tokens <= 0:
-        return ""
-    old, order, group = _previous_units(previous or "", 0, 0)
-    seen = {comparison_form(u.text) for u in old}
-    new = _message_units(messages, order, group, seen)
-    if _cost(old) + _cost(new) <= budget_tokens:
-        chosen = old + new
-    else:
-        new_share = min(_cost(new), max(int(budget_tokens * NEW_SHARE), budget_tokens - _cost(old)))
-        chosen_new = _greedy(new, new_share, [])
-        chosen_old = _greedy(old, budget_tokens - _cost(chosen_new), [])
-        chosen = _greedy(new, budget_tokens, chosen_old + chosen_new)
-    text = _assemble(chosen)
-    # The estimate is close; the recount is the guarantee.
-    while chosen and count_tokens(text) > budget_tokens:
-        chosen.remove(min(chosen, key=lambda u: (u.score, -u.order)))
-        text = _assemble(chosen)
-    return _top_up(text, chosen, old + new, budget_tokens)
-
-
-def _top_up(text: str, chosen: list[_Unit], units: Sequence[_Unit], budget: int) -> str:
-    """Fill what the (cautious) estimate left unused, recounting each addition."""
-    taken = {u.order for u in chosen}
-    slack = budget - count_tokens(text)
-    tries = 0
-    for unit in sorted(units, key=lambda u: (-u.score, u.order)):
-        if slack <= 0 or tries >= TOP_UP_TRIES:
-            break
-        if unit.order in taken or unit.tokens >= slack:
-            continue
-        tries += 1
-        trial = _assemble([*chosen, unit])
-        used = count_tokens(trial)
-        if used <= budget:
-            chosen.append(unit)
-            taken.add(unit.order)
-            text, slack = trial, budget - used
-    return text
+    return fold(previous, messages, budget_tokens=budget_tokens).text
 
 
 def fit_budget(text: str, budget_tokens: int) -> str:
@@ -401,6 +559,32 @@ def _clean(answer: str) -> str:
     return text
 
 
+async def model_summary(
+    client: LLMClient,
+    previous: str | None,
+    messages: Sequence[tuple[str, str]],
+    *,
+    budget_tokens: int = SUMMARY_BUDGET_TOKENS,
+) -> str | None:
+    """The model's merged summary, cut to ``budget_tokens``; None when the model fails or
+    answers nothing. Its prompt and cut are bounded (``PROMPT_TOKENS``, the budget)."""
+    try:
+        answer = await client.chat(
+            summary_messages(previous, messages, budget_tokens),
+            json_mode=False,
+            max_tokens=budget_tokens,
+            purpose="summary",
+        )
+    except LLMError as exc:
+        log.warning("LLM summary failed, using the extractive summary: %s", exc)
+        return None
+    text = _clean(answer or "")
+    if not text:
+        log.warning("LLM summary was empty, using the extractive summary")
+        return None
+    return fit_budget(text, budget_tokens)
+
+
 async def llm_summary(
     client: LLMClient,
     previous: str | None,
@@ -412,18 +596,7 @@ async def llm_summary(
     model fails or answers nothing."""
     if budget_tokens <= 0:
         return ""
-    try:
-        answer = await client.chat(
-            summary_messages(previous, messages, budget_tokens),
-            json_mode=False,
-            max_tokens=budget_tokens,
-            purpose="summary",
-        )
-    except LLMError as exc:
-        log.warning("LLM summary failed, using the extractive summary: %s", exc)
+    text = await model_summary(client, previous, messages, budget_tokens=budget_tokens)
+    if text is None:
         return extractive_summary(previous, messages, budget_tokens=budget_tokens)
-    text = _clean(answer or "")
-    if not text:
-        log.warning("LLM summary was empty, using the extractive summary")
-        return extractive_summary(previous, messages, budget_tokens=budget_tokens)
-    return fit_budget(text, budget_tokens)
+    return text

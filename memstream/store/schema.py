@@ -110,6 +110,9 @@ conversation_message = Table(
     Index("ix_message_conversation_time", "tenant_id", "conversation_id", "created_at", "id"),
     # Stats: messages of a tenant per time bucket, a range scan on this index alone.
     Index("ix_message_tenant_time", "tenant_id", "created_at"),
+    # The summary stage reads the chat messages after its summary's last one: a range scan of
+    # just those, however long the conversation.
+    Index("ix_message_conversation_kind", "tenant_id", "conversation_id", "message_type", "id"),
     **MYSQL_TABLE_ARGS,
 )
 
@@ -123,6 +126,9 @@ conversation_summary = Table(
     # How many stored messages the summary covers, so the trigger knows what is uncovered.
     Column("covered_messages", Integer, nullable=False, default=0),
     Column("last_message_id", BigInteger, nullable=True),
+    # An extractive summary's sentences with their scores (JSON), so the next one scores only
+    # the new messages; NULL for a model's summary.
+    Column("sentences", _LONG_TEXT, nullable=True),
     Column("updated_at", _TIME, nullable=False),
     **MYSQL_TABLE_ARGS,
 )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import Executable, and_, func, select, tuple_
+from sqlalchemy import Executable, and_, func, or_, select, tuple_
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -14,21 +15,37 @@ from memstream.store.schema import conversation_message as m
 from memstream.store.schema import conversation_summary as t
 
 ConversationKey = tuple[str, str]
+CHUNK = 200  # conversations per query
 
 
 @dataclass(frozen=True, slots=True)
 class Summary:
+    """A summary's text and token count; ``sentences`` is what an extractive summary keeps
+    for the next one (``memstream.longterm.summary``), None for a model's text."""
+
     text: str
     token_count: int
+    sentences: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Uncovered:
     """The messages a conversation's summary does not cover yet, oldest first."""
 
-    previous: str | None
+    previous: Summary | None
     covered: int
     messages: list[tuple[int, str, str]]  # (id, role, content)
+
+
+@dataclass(frozen=True, slots=True)
+class Covering:
+    """A new summary of a conversation and how far it covers it."""
+
+    tenant_id: str
+    conversation_id: str
+    summary: Summary
+    covered: int
+    last_message_id: int
 
 
 class SummaryStore:
@@ -48,8 +65,8 @@ class SummaryStore:
     ) -> dict[ConversationKey, int]:
         """How many chat messages of each conversation its summary does not cover yet."""
         out: dict[ConversationKey, int] = {}
-        for start in range(0, len(conversations), 200):
-            chunk = list(conversations[start : start + 200])
+        for start in range(0, len(conversations), CHUNK):
+            chunk = list(conversations[start : start + CHUNK])
             joined = m.outerjoin(
                 t, and_(t.c.tenant_id == m.c.tenant_id, t.c.conversation_id == m.c.conversation_id)
             )
@@ -69,33 +86,72 @@ class SummaryStore:
         return out
 
     async def uncovered(self, tenant_id: str, conversation_id: str, limit: int = 1000) -> Uncovered:
-        async with self._engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    select(t.c.summary, t.c.covered_messages, t.c.last_message_id).where(
-                        t.c.tenant_id == tenant_id, t.c.conversation_id == conversation_id
+        return (await self.uncovered_many([(tenant_id, conversation_id)], limit))[
+            (tenant_id, conversation_id)
+        ]
+
+    async def uncovered_many(
+        self, conversations: Sequence[ConversationKey], limit: int = 1000
+    ) -> dict[ConversationKey, Uncovered]:
+        """Each conversation's summary and the (at most ``limit``) oldest chat messages it
+        does not cover, in two queries per chunk of conversations. The messages of each are
+        one range of the (tenant, conversation, type, id) index: the cost is what is new."""
+        out: dict[ConversationKey, Uncovered] = {}
+        for start in range(0, len(conversations), CHUNK):
+            chunk = list(dict.fromkeys(conversations[start : start + CHUNK]))
+            async with self._engine.connect() as conn:
+                previous = {
+                    (r.tenant_id, r.conversation_id): r
+                    for r in await conn.execute(
+                        select(
+                            t.c.tenant_id,
+                            t.c.conversation_id,
+                            t.c.summary,
+                            t.c.token_count,
+                            t.c.sentences,
+                            t.c.covered_messages,
+                            t.c.last_message_id,
+                        ).where(tuple_(t.c.tenant_id, t.c.conversation_id).in_(chunk))
                     )
-                )
-            ).first()
-            last_id = (row.last_message_id if row else None) or 0
-            rows = (
-                await conn.execute(
-                    select(m.c.id, m.c.role, m.c.content)
-                    .where(
+                }
+                after = {key: (row.last_message_id or 0) for key, row in previous.items()}
+                ranges = [
+                    and_(
                         m.c.tenant_id == tenant_id,
                         m.c.conversation_id == conversation_id,
                         m.c.message_type == "chat",
-                        m.c.id > last_id,
+                        m.c.id > after.get((tenant_id, conversation_id), 0),
                     )
-                    .order_by(m.c.id)
-                    .limit(limit)
+                    for tenant_id, conversation_id in chunk
+                ]
+                rank = (
+                    func.row_number()
+                    .over(partition_by=(m.c.tenant_id, m.c.conversation_id), order_by=m.c.id)
+                    .label("rank")
                 )
-            ).all()
-        return Uncovered(
-            previous=row.summary if row else None,
-            covered=row.covered_messages if row else 0,
-            messages=[(r.id, r.role, r.content) for r in rows],
-        )
+                ranked = (
+                    select(m.c.tenant_id, m.c.conversation_id, m.c.id, m.c.role, m.c.content, rank)
+                    .where(or_(*ranges))
+                    .subquery()
+                )
+                rows = (
+                    await conn.execute(
+                        select(ranked).where(ranked.c.rank <= limit).order_by(ranked.c.id)
+                    )
+                ).all()
+            messages: dict[ConversationKey, list[tuple[int, str, str]]] = {k: [] for k in chunk}
+            for r in rows:
+                messages[(r.tenant_id, r.conversation_id)].append((r.id, r.role, r.content))
+            for key in chunk:
+                row: Any = previous.get(key)
+                out[key] = Uncovered(
+                    previous=None
+                    if row is None
+                    else Summary(row.summary, row.token_count, row.sentences),
+                    covered=row.covered_messages if row is not None else 0,
+                    messages=messages[key],
+                )
+        return out
 
     async def save(
         self,
@@ -106,26 +162,39 @@ class SummaryStore:
         covered: int,
         last_message_id: int,
     ) -> None:
-        row = {
-            "tenant_id": tenant_id,
-            "conversation_id": conversation_id,
-            "summary": summary.text,
-            "token_count": summary.token_count,
-            "covered_messages": covered,
-            "last_message_id": last_message_id,
-            "updated_at": datetime.now(UTC).replace(tzinfo=None),
-        }
-        changes = {k: v for k, v in row.items() if k not in ("tenant_id", "conversation_id")}
+        await self.save_many(
+            [Covering(tenant_id, conversation_id, summary, covered, last_message_id)]
+        )
+
+    async def save_many(self, coverings: Sequence[Covering]) -> None:
+        """Write (insert or replace) the summaries in one statement."""
+        if not coverings:
+            return
+        now = datetime.now(UTC).replace(tzinfo=None)
+        rows = [
+            {
+                "tenant_id": c.tenant_id,
+                "conversation_id": c.conversation_id,
+                "summary": c.summary.text,
+                "token_count": c.summary.token_count,
+                "sentences": c.summary.sentences,
+                "covered_messages": c.covered,
+                "last_message_id": c.last_message_id,
+                "updated_at": now,
+            }
+            for c in coverings
+        ]
+        changed = ("summary", "token_count", "sentences", "covered_messages", "last_message_id")
+        updated = (*changed, "updated_at")
         stmt: Executable
         if self._engine.dialect.name == "sqlite":
-            stmt = (
-                sqlite.insert(t)
-                .values(row)
-                .on_conflict_do_update(
-                    index_elements=["tenant_id", "conversation_id"], set_=changes
-                )
+            lite = sqlite.insert(t).values(rows)
+            stmt = lite.on_conflict_do_update(
+                index_elements=["tenant_id", "conversation_id"],
+                set_={name: lite.excluded[name] for name in updated},
             )
         else:
-            stmt = mysql.insert(t).values(row).on_duplicate_key_update(**changes)
+            mine = mysql.insert(t).values(rows)
+            stmt = mine.on_duplicate_key_update({name: mine.inserted[name] for name in updated})
         async with self._engine.begin() as conn:
             await conn.execute(stmt)

@@ -1,22 +1,28 @@
 """Extractive conversation summaries: what is kept, attribution and order, the previous
-summary, Chinese, and the token budget; the LLM summary's fallback when the model is down."""
+summary, Chinese, and the token budget; folds that cost what their new messages cost; the LLM
+summary's fallback when the model is down."""
 
 from __future__ import annotations
 
 import socket
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memstream.llm import LLMClient
+from memstream.longterm import summary as summary_module
 from memstream.longterm.summary import (
     extractive_summary,
     fit_budget,
+    fold,
     is_filler,
     llm_summary,
     score_sentence,
     sentences,
     truncate_tokens,
 )
+from memstream.store.summaries import Summary
 from memstream.text.tokens import count_tokens
 
 TRIP = [
@@ -208,3 +214,73 @@ async def test_llm_summary_falls_back_to_extractive_when_the_model_is_down() -> 
     finally:
         await client.aclose()
     assert summary == extractive_summary(None, TRIP)
+
+
+def scored_sentences(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The sentences ``fold`` scores from now on, recorded as it scores them."""
+    seen: list[str] = []
+    score = summary_module._base_score
+
+    def recording(sentence: str, plain: str, role: str | None, tokens: int) -> float | None:
+        seen.append(sentence)
+        return score(sentence, plain, role, tokens)
+
+    monkeypatch.setattr(summary_module, "_base_score", recording)
+    return seen
+
+
+def test_a_fold_scores_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    conversation = long_conversation(600)  # 1,200 messages
+    summary: Summary | None = None
+    scored = scored_sentences(monkeypatch)
+    per_fold = []
+    for start in range(0, len(conversation), 20):
+        new = conversation[start : start + 20]
+        scored.clear()
+        summary = fold(summary, new, budget_tokens=2000)
+        per_fold.append(len(scored))
+        assert len(scored) == sum(len(sentences(content)) for _, content in new)
+        assert summary.token_count == count_tokens(summary.text) <= 2000
+    # The summary is full after a few folds; the 60th fold costs what the 5th did.
+    assert count_tokens(summary.text) > 1900
+    assert per_fold[4] == per_fold[-1]
+
+
+def test_a_fold_from_the_kept_sentences_equals_one_from_the_text() -> None:
+    # English only: re-read from the text, a Chinese sentence joined to an English one without
+    # a space is one sentence; the kept sentences keep them apart, as they were written.
+    conversation = [(role, text.split("今天")[0].strip()) for role, text in long_conversation(120)]
+    carried: Summary | None = None
+    for start in range(0, len(conversation), 20):
+        new = conversation[start : start + 20]
+        text_only = Summary(carried.text, carried.token_count) if carried else None
+        folded = fold(carried, new, budget_tokens=2000)
+        assert folded.text == fold(text_only, new, budget_tokens=2000).text
+        carried = folded
+
+
+def test_kept_sentences_that_do_not_match_the_text_are_read_again() -> None:
+    folded = fold(None, TRIP)
+    assert folded.sentences is not None
+    broken = Summary(folded.text + " edited by hand", folded.token_count, "[[9, 6, 40, 1, 1, 1]]")
+    assert fold(broken, []).text == fold(folded.text + " edited by hand", []).text
+
+
+# Pieces of lines a summary can hold: words, digits, punctuation (ASCII and CJK), apostrophes
+# that open contractions, emoji and the white space Python and tiktoken treat differently.
+PIECES = [*"ab Z9.,!?:;()'-\t。！？，你好\u3000😀\r\u2028\x85", "'s", "'ll", " 12", "...", "User: "]
+
+
+@given(
+    st.lists(
+        st.lists(st.sampled_from(PIECES), min_size=1, max_size=12)
+        .map(lambda parts: "".join(parts).strip())
+        .filter(bool),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_the_token_count_of_lines_is_the_sum_of_their_counts(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    counted = sum(count_tokens(line + "\n") for line in lines[:-1]) + count_tokens(lines[-1])
+    assert counted == count_tokens(text)

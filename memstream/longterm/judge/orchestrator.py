@@ -3,6 +3,11 @@
 Facts come from the model or the rules; episodes (what the user said, dated) are selected the
 same way on both paths. Relative dates left in a fact are made absolute against the time of
 the message it came from, and that time is kept as the memory's own date.
+
+The rules, the dating and the episodes are regular expressions over user text: with a
+``CpuPool`` they run in its process (``facts_and_episodes``), never on the worker's event
+loop; the rules read at most ``RULE_INPUT_CHARS`` of each message and keep at most
+``MAX_RULE_FACTS`` facts.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Literal
 
 from prometheus_client import Counter
 
+from memstream.cpu import CpuPool
 from memstream.errors import JudgeOutputError, LLMError
 from memstream.llm import LLMClient
 from memstream.longterm.episodes import ground, select_episodes
@@ -39,6 +45,13 @@ JUDGE_MEMORIES = Counter(
 )
 
 MAX_TOKENS = 1500
+RULE_INPUT_CHARS = 8000
+"""The rules read this much of each message: facts sit in sentences, not in a 30,000-character
+paste, and it bounds what one crafted message costs."""
+MAX_RULE_FACTS = 60
+"""The rules' facts kept per session, the most important first: about what the model's answer
+can hold, and a bound on the dedupe and conflict work after (quadratic in the facts), which a
+session of crafted statements would otherwise make thousands."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +72,9 @@ class JudgeResult:
 class Judge:
     """The LLM judge with the rule-based judge as its fallback; ``judge`` never raises."""
 
-    def __init__(self, llm: LLMClient | None) -> None:
+    def __init__(self, llm: LLMClient | None, cpu: CpuPool | None = None) -> None:
         self.llm = llm
+        self.cpu = cpu
 
     async def judge(
         self, messages: Sequence[SessionMessage], *, agent_id: str | None, model: str | None = None
@@ -70,7 +84,7 @@ class Judge:
         if not new:
             return JudgeResult((), "rules")
         if self.llm is None:
-            return self._rules(messages, None)
+            return await self._rules(messages, None)
         try:
             text = await self.llm.chat(
                 build_prompt(messages, agent_id),
@@ -84,37 +98,56 @@ class Judge:
                 "timeout" if exc.kind == "timeout" else "empty" if exc.kind == "empty" else "error"
             )
             log.warning("the LLM judge failed (%s), using the rules: %s", exc.kind, exc.detail)
-            return self._rules(messages, reason)
+            return await self._rules(messages, reason)
         if not text or not text.strip():
             log.warning("the LLM judge answered an empty completion, using the rules")
-            return self._rules(messages, "empty")
+            return await self._rules(messages, "empty")
         try:
             candidates = parse_judge_output(text, new)
         except JudgeOutputError as exc:
             log.warning("the LLM judge answered something unusable, using the rules: %s", exc)
-            return self._rules(messages, "malformed")
-        return self._result(messages, candidates, "llm", None)
+            return await self._rules(messages, "malformed")
+        return await self._result(messages, candidates, "llm", None)
 
-    def _rules(
+    async def _rules(
         self, messages: Sequence[SessionMessage], reason: FallbackReason | None
     ) -> JudgeResult:
         if reason is not None:
             JUDGE_FALLBACKS.labels(reason).inc()
-        return self._result(messages, rule_based_judge(messages), "rules", reason)
+        return await self._result(messages, None, "rules", reason)
 
-    @staticmethod
-    def _result(
+    async def _result(
+        self,
         messages: Sequence[SessionMessage],
-        facts: Sequence[Candidate],
+        facts: Sequence[Candidate] | None,
         method: Literal["llm", "rules"],
         reason: FallbackReason | None,
     ) -> JudgeResult:
-        result = JudgeResult(
-            tuple(dated(facts, messages)), method, reason, tuple(select_episodes(messages))
-        )
+        """``facts`` None: the rules' facts."""
+        given = None if facts is None else list(facts)
+        if self.cpu is None:
+            kept, episodes = facts_and_episodes(list(messages), given)
+        else:
+            kept, episodes = await self.cpu.run(facts_and_episodes, list(messages), given)
+        result = JudgeResult(tuple(kept), method, reason, tuple(episodes))
         for candidate in result.memories:
             JUDGE_MEMORIES.labels(candidate.category, candidate.memory_type).inc()
         return result
+
+
+def facts_and_episodes(
+    messages: list[SessionMessage], facts: list[Candidate] | None
+) -> tuple[list[Candidate], list[Candidate]]:
+    """The CPU part of judging a session: the rules' facts when ``facts`` is None (each
+    message cut to ``RULE_INPUT_CHARS``, at most ``MAX_RULE_FACTS`` of them), the facts
+    dated, and the episodes."""
+    if facts is None:
+        found = rule_based_judge(
+            [replace(m, content=m.content[:RULE_INPUT_CHARS]) for m in messages]
+        )
+        kept = set(sorted(range(len(found)), key=lambda i: -found[i].importance)[:MAX_RULE_FACTS])
+        facts = [fact for i, fact in enumerate(found) if i in kept]
+    return dated(facts, messages), select_episodes(messages)
 
 
 def dated(facts: Sequence[Candidate], messages: Sequence[SessionMessage]) -> list[Candidate]:
