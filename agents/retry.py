@@ -1,12 +1,13 @@
 """The retry stage: records waiting on the retry tiers go back to their stage's topic when due.
 
-Read with a consumer of its own (group ``<app id>.retry``) rather than a Faust agent: a record
-that is not due yet is left unread by pausing its partition until then, so nothing is held in
-flight while it waits. A Faust agent would hold it, and every rebalance waits for the events
-in flight. Each tier waits the same time for all its records, so a partition's head is always
-the next one due; other partitions and tiers go on meanwhile. An offset is committed only once
-the record before it is back on its topic, and a record that comes back twice (a crash, a
-rebalance) is handled twice with no visible change.
+Read with a consumer of its own (group ``<app id>.retry``; a worker of some stage roles reads
+in ``<its group>.retry`` and sends back only its roles' records) rather than a Faust agent: a
+record that is not due yet is left unread by pausing its partition until then, so nothing is
+held in flight while it waits. A Faust agent would hold it, and every rebalance waits for the
+events in flight. Each tier waits the same time for all its records, so a partition's head is
+always the next one due; other partitions and tiers go on meanwhile. An offset is committed
+only once the record before it is back on its topic, and a record that comes back twice (a
+crash, a rebalance) is handled twice with no visible change.
 """
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ from memstream.events.deadletter import SourceRecord
 from memstream.kafka import stop_consumer
 from memstream.longterm.backoff import RetryRecord
 from memstream.retry import retry_forever
+from memstream.roles import inputs_of
 from memstream.streams import shared
-from memstream.streams.app import app, settings
+from memstream.streams.app import app, group, roles, settings
 from memstream.streams.stage import publish_dead_letter
 from memstream.streams.topics import retry_tiers, stage_inputs
 
 log = logging.getLogger(__name__)
 STAGE = "retry"
 POLL_SECONDS = 1.0
+ours = {settings.topic(name) for name in inputs_of(*roles)}
 
 
 class Redelivery:
@@ -89,6 +92,10 @@ class Redelivery:
                 metrics.RECORDS.labels(STAGE, "dead_lettered").inc()
                 handled = record.offset + 1
                 continue
+            if target.get_topic_name() not in ours:
+                # A stage of another role: that role's group reads the tiers too and sends it.
+                handled = record.offset + 1
+                continue
             if pending.not_before > time.time():
                 # Read it again when due; nothing later on this tier is due before it.
                 self.consumer.seek(tp, record.offset)
@@ -128,7 +135,7 @@ async def redeliver() -> None:
     consumer = AIOKafkaConsumer(
         *(topic.get_topic_name() for topic in retry_tiers.values()),
         bootstrap_servers=settings.kafka_bootstrap_servers,
-        group_id=f"{settings.app_id}.retry",
+        group_id=f"{group}.retry",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )

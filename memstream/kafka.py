@@ -18,6 +18,7 @@ from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
 from memstream.errors import MemstreamError, ReplayRefused, ServiceUnavailable
 from memstream.longterm.backoff import RetryPolicy, tier_topic
+from memstream.roles import groups_running, role_of_topic
 from memstream.settings import Settings
 
 PUBLIC_TOPICS = ("message-written", "session-ended", "dead-letter")
@@ -160,29 +161,50 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
 
 @dataclass(frozen=True)
 class Rewind:
-    """One partition's committed offset before and after a replay."""
+    """One partition's committed offset before and after a replay, in one consumer group."""
 
     partition: int
     before: int | None
     after: int
+    group: str = ""
 
 
 async def replay(settings: Settings, topic_name: str, to: datetime | None) -> list[Rewind]:
-    """Rewind the worker group's offsets on ``topic_name`` to the start (None) or a time."""
+    """Rewind the worker groups' offsets on ``topic_name`` to the start (None) or a time: the
+    group of every worker kind that reads it (memstream.roles) and has committed on it, or the
+    all-roles group when none has; a worker starting later never skips what was rewound."""
     topic = settings.topic(topic_name)
-    members = await live_members(settings, settings.app_id)
-    if members:
-        raise ReplayRefused(
-            f"consumer group {settings.app_id!r} has {len(members)} live member(s); "
-            "stop every `memstream worker` first, then replay"
-        )
+    role = role_of_topic(topic_name)
+    groups = groups_running(settings.app_id, role) if role else [settings.app_id]
+    for group in groups:
+        members = await live_members(settings, group)
+        if members:
+            raise ReplayRefused(
+                f"consumer group {group!r} has {len(members)} live member(s); "
+                "stop every `memstream worker` first, then replay"
+            )
     partitions = await partitions_of(settings, topic)
     if not partitions:
         raise MemstreamError(f"topic {topic!r} does not exist")
     tps = [TopicPartition(topic, p) for p in partitions]
+    used = []
+    async with admin_client(settings) as admin:
+        for group in groups:
+            found = await admin.list_consumer_group_offsets(group, partitions=tps)
+            if any(meta is not None and meta.offset >= 0 for meta in found.values()):
+                used.append(group)
+    rewinds: list[Rewind] = []
+    for group in used or [settings.app_id]:
+        rewinds += await _rewind(settings, group, tps, to)
+    return rewinds
+
+
+async def _rewind(
+    settings: Settings, group: str, tps: list[TopicPartition], to: datetime | None
+) -> list[Rewind]:
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap_servers,
-        group_id=settings.app_id,
+        group_id=group,
         enable_auto_commit=False,
     )
     await consumer.start()
@@ -191,7 +213,7 @@ async def replay(settings: Settings, topic_name: str, to: datetime | None) -> li
         targets = await _target_offsets(consumer, tps, to)
         before = {tp: await consumer.committed(tp) for tp in tps}
         await consumer.commit(targets)
-        return [Rewind(tp.partition, before[tp], targets[tp]) for tp in tps]
+        return [Rewind(tp.partition, before[tp], targets[tp], group) for tp in tps]
     finally:
         await consumer.stop()
 

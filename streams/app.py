@@ -7,12 +7,16 @@ from pathlib import Path
 
 import faust
 
-from memstream.settings import Settings
+from memstream.roles import group_id
+from memstream.streams.config import current
 
-settings = Settings()
+settings = current().settings
+roles = current().roles
+# The Faust app id is the consumer group: one per set of stage roles (memstream.roles).
+group = group_id(settings.app_id, roles)
 
 # Faust keeps small per-app files here; the parent must exist before it creates the folder.
-_datadir = Path(tempfile.gettempdir()) / "memstream-faust" / settings.app_id
+_datadir = Path(tempfile.gettempdir()) / "memstream-faust" / group
 _datadir.parent.mkdir(parents=True, exist_ok=True)
 
 
@@ -24,7 +28,7 @@ def broker_urls(bootstrap_servers: str) -> list[str]:
 
 
 app = faust.App(
-    settings.app_id,
+    group,
     broker=broker_urls(settings.kafka_bootstrap_servers),
     store="memory://",
     # A new consumer group starts at the beginning: nothing published before the first
@@ -40,6 +44,8 @@ app = faust.App(
     # Offsets of acknowledged events are committed this often; unacknowledged ones never are.
     broker_commit_interval=1.0,
     stream_buffer_maxsize=max(4096, 2 * settings.batch_max_events),
-    # Larger fetches: the history stage writes thousands of events per batch.
-    consumer_max_fetch_size=8 * 1024 * 1024,
+    # 1 MiB per partition and fetch (thousands of events): larger fetches held the summary and
+    # session stages' records behind whole megabytes of message-written, and cost more CPU to
+    # parse than they saved.
+    consumer_max_fetch_size=1024 * 1024,
 )

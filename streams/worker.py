@@ -1,35 +1,112 @@
-"""``memstream worker``: the Faust worker running every stream stage."""
+"""``memstream worker``: the Faust worker running the stream stages of its roles (all by
+default; ``--stages`` names some, see ``memstream.roles``)."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import logging
 
-from memstream.kafka import PUBLIC_TOPICS, ensure_topics, internal_topics
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from memstream import offsets
+from memstream.kafka import (
+    PUBLIC_TOPICS,
+    admin_client,
+    ensure_topics,
+    internal_topics,
+)
 from memstream.metrics import update_consumer_lag
+from memstream.roles import ROLES, group_id, groups_running, inputs_of, role_of_topic
 from memstream.settings import Settings
+
+log = logging.getLogger(__name__)
 
 LAG_INTERVAL_SECONDS = 10.0
 
+# The agent modules of each role; importing one registers its agents on the app.
+AGENTS = {
+    "history": ("history",),
+    "summary": ("summary",),
+    "longterm": ("session", "judge", "dedupe", "conflict", "persist", "embed"),
+}
 
-def run_worker(settings: Settings) -> int:
+
+def agent_modules(roles: tuple[str, ...]) -> list[str]:
+    """The agent modules a worker of ``roles`` imports. The retry stage sends records back to
+    the stages that use the retry tiers (summary and long-term), each group its own."""
+    names = [name for role in ROLES if role in roles for name in AGENTS[role]]
+    if "summary" in roles or "longterm" in roles:
+        names.append("retry")
+    return [f"memstream.agents.{name}" for name in names]
+
+
+async def take_over(settings: Settings, roles: tuple[str, ...]) -> None:
+    """Move this worker's group forward, on each topic its roles read, to where any group that
+    ran the same role has got (the all-roles group before a split into roles, the role groups
+    after going back to one worker kind): what they committed is done, so nothing is read
+    twice for nothing. Never backward, and never while the group has live members (their
+    positions stand). The retry tiers are left alone: each group there skips the other roles'
+    records, so no other group's position says what this one has sent back."""
+    group = group_id(settings.app_id, roles)
+    reads = [
+        (group, name, groups_running(settings.app_id, role_of_topic(name) or ""))
+        for name in inputs_of(*roles)
+    ]
+    async with admin_client(settings) as admin:
+        forward: dict[str, dict[TopicPartition, int]] = {}
+        for own_group, name, groups in reads:
+            tps = await offsets.partitions(admin, settings.topic(name))
+            others = [g for g in groups if g != own_group]
+            if not tps or not others:
+                continue
+            own = await offsets.committed(admin, own_group, tps)
+            found = await asyncio.gather(*(offsets.committed(admin, g, tps) for g in others))
+            for tp in tps:
+                best = max(done[tp] for done in found)
+                if best > own[tp]:
+                    forward.setdefault(own_group, {})[tp] = best
+    for own_group, positions in forward.items():
+        await _commit(settings, own_group, positions)
+
+
+async def _commit(settings: Settings, group: str, positions: dict[TopicPartition, int]) -> None:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        consumer.assign(list(positions))
+        await consumer.commit(positions)
+        log.info("%s: took over %d partition offset(s) from other groups", group, len(positions))
+    except KafkaError as exc:  # a live group refuses: its members' positions stand
+        log.info("%s: offsets not taken over (%r)", group, exc)
+    finally:
+        await consumer.stop()
+
+
+async def prepare(settings: Settings, roles: tuple[str, ...]) -> None:
     # Topics are created up front with the configured partition count, so every worker of the
     # group agrees on it whoever starts first.
-    asyncio.run(ensure_topics(settings, PUBLIC_TOPICS + internal_topics(settings)))
+    await ensure_topics(settings, PUBLIC_TOPICS + internal_topics(settings))
+    await take_over(settings, roles)
+
+
+def run_worker(settings: Settings, roles: tuple[str, ...] = ROLES) -> int:
+    asyncio.run(prepare(settings, roles))
+
+    from memstream.streams import config
+
+    config.bind(settings, roles)  # before the app is built from it
 
     import faust
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-    # Importing the agent modules registers them on the app.
-    import memstream.agents.conflict
-    import memstream.agents.dedupe
-    import memstream.agents.embed
-    import memstream.agents.history
-    import memstream.agents.judge
-    import memstream.agents.persist
-    import memstream.agents.retry
-    import memstream.agents.session
-    import memstream.agents.summary  # noqa: F401
     from memstream.streams.app import app
+
+    for module in agent_modules(roles):
+        importlib.import_module(module)
 
     @app.page("/metrics")
     async def metrics(self: faust.web.View, request: faust.web.Request) -> faust.web.Response:
@@ -41,5 +118,8 @@ def run_worker(settings: Settings) -> int:
         update_consumer_lag(app.consumer)
 
     worker = faust.Worker(app, loglevel=settings.log_level.lower())
+    # Faust's terminal spinner, kept at WARNING and above, turns every logger to DEBUG and
+    # builds a log record for each message produced and consumed: a tenth of the CPU at load.
+    worker.spinner = None
     worker.execute_from_commandline()
     return 0

@@ -88,8 +88,8 @@ def workers(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
 
 @pytest.fixture
 def start_worker(workers: list[WorkerProcess], tmp_path: Path):  # type: ignore[no-untyped-def]
-    def start(settings: Settings, name: str = "worker") -> WorkerProcess:
-        worker = WorkerProcess(settings, tmp_path, name).start()
+    def start(settings: Settings, name: str = "worker", stages: str | None = None) -> WorkerProcess:
+        worker = WorkerProcess(settings, tmp_path, name, stages).start()
         workers.append(worker)
         return worker
 

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from memstream.cli.options import overrides, program_parser, with_shared_options
 from memstream.errors import MemstreamError
+from memstream.roles import ROLES, parse_stages
 from memstream.settings import Settings
 
 
@@ -33,6 +34,13 @@ def _parse_to(value: str) -> datetime | None:
         return _parse_time(value)
     except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(f"{exc}, nor 'earliest'") from None
+
+
+def _stages(value: str) -> tuple[str, ...]:
+    try:
+        return parse_stages(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive(value: str) -> int:
@@ -60,7 +68,15 @@ send back.
 def build_parser() -> argparse.ArgumentParser:
     parser = program_parser()
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("worker", help="run the stream worker (all stages)")
+    worker = sub.add_parser("worker", help="run the stream worker (all stages, or --stages)")
+    worker.add_argument(
+        "--stages",
+        type=_stages,
+        default=ROLES,
+        metavar="ROLE[,ROLE]",
+        help=f"only these stage roles, each its own consumer group: {', '.join(ROLES)}"
+        " (default: all)",
+    )
     sub.add_parser("api", help="run the query API")
     sub.add_parser("migrate", help="create or upgrade the database schema")
     sub.add_parser("dev", help="run everything locally on the embedded default")
@@ -137,7 +153,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "worker":
         from memstream.streams.worker import run_worker
 
-        return run_worker(settings)
+        return run_worker(settings, args.stages)
     if args.command == "api":
         import uvicorn
 
@@ -170,7 +186,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         rewinds = asyncio.run(replay(settings, args.topic, args.to))
         for r in rewinds:
-            print(f"{settings.topic(args.topic)}[{r.partition}]: {r.before} -> {r.after}")
+            print(
+                f"{settings.topic(args.topic)}[{r.partition}]: {r.before} -> {r.after} ({r.group})"
+            )
         return 0
     raise AssertionError(args.command)
 

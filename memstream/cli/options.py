@@ -21,6 +21,8 @@ EXAMPLES: dict[str, list[str]] = {
     "worker": [
         "memstream worker",
         "memstream worker -b kafka-1:9092,kafka-2:9092",
+        "memstream worker --stages history           # ingest only, scaled on its own",
+        "memstream worker --stages summary,longterm  # the CPU-heavy roles elsewhere",
         "MEMSTREAM_WORKER_WEB_PORT=6067 memstream worker   # a second worker on this host",
     ],
     "api": [

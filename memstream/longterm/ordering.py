@@ -19,6 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream import offsets
 from memstream.kafka import stop_consumer
+from memstream.roles import groups_running
 from memstream.settings import Settings
 
 
@@ -56,8 +57,10 @@ class HistoryOrdering:
     async def stored_up_to(self, targets: dict[TopicPartition, int]) -> bool:
         """Whether the history stage has committed every partition up to its target."""
         admin = await self._admin_client()
-        done = await offsets.committed(admin, self.settings.app_id, list(targets))
-        return all(done[tp] >= target for tp, target in targets.items())
+        # Whichever group runs the history role (all roles, or some with history) stores them.
+        groups = groups_running(self.settings.app_id, "history")
+        found = await asyncio.gather(*(offsets.committed(admin, g, list(targets)) for g in groups))
+        return all(max(d[tp] for d in found) >= target for tp, target in targets.items())
 
     async def wait(self, timestamp_ms: int, poll: float = 0.25) -> None:
         """Return once the history stage has stored everything published before

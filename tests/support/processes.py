@@ -16,15 +16,30 @@ from tests.support import REPO
 
 
 class WorkerProcess:
-    """A real ``memstream worker`` process with its own log file."""
+    """A real ``memstream worker`` process with its own log file; ``stages`` as the
+    ``--stages`` option (every role when None)."""
 
-    def __init__(self, settings: Settings, log_dir: Path, name: str = "worker") -> None:
+    def __init__(
+        self, settings: Settings, log_dir: Path, name: str = "worker", stages: str | None = None
+    ) -> None:
         self.settings = settings
         self.log_path = log_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
+        self.stages = stages
         self.process: Launched | None = None
 
     def start(self) -> WorkerProcess:
-        self.process = start_memstream("worker", self.settings, log_path=self.log_path, cwd=REPO)
+        if self.stages is None:
+            self.process = start_memstream(
+                "worker", self.settings, log_path=self.log_path, cwd=REPO
+            )
+            return self
+        self.process = Launched.start(
+            memstream_argv("worker", "--stages", self.stages),
+            env=settings_env(self.settings),
+            log_path=self.log_path,
+            cwd=REPO,
+            name=f"memstream worker --stages {self.stages}",
+        )
         return self
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:

@@ -1,0 +1,136 @@
+"""Stage roles in workers of their own: each role its own consumer group, the whole chain
+working across them, a role's group taking over where the all-roles group left off, and a
+replay rewinding every group of the topic's role."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
+
+from memstream import offsets
+from memstream.kafka import caught_up, live_members, partitions_of, publish
+from memstream.launch import eventually
+from memstream.settings import Settings
+from memstream.store.schema import long_term_memory
+from memstream.store.summaries import SummaryStore
+from tests.support.kafka import message
+from tests.support.processes import run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def said(tenant: str, conversation: str, count: int, start: int = 0) -> list[dict[str, Any]]:
+    """A conversation in which the user states facts and the assistant acknowledges them."""
+    events = []
+    for n in range(start, start + count):
+        text = f"I live in Lisbon and my dog is called Rex {n}." if n % 2 == 0 else "Noted."
+        events.append(message(tenant, conversation, n, content=text))
+    return events
+
+
+def ended(tenant: str, conversation: str) -> dict[str, Any]:
+    return {
+        "event_id": f"end-{conversation}",
+        "tenant_id": tenant,
+        "user_id": "user-1",
+        "agent_id": "agent-1",
+        "conversation_id": conversation,
+    }
+
+
+async def committed(settings: Settings, group: str, topic: str) -> int:
+    """How many records of ``topic`` the group has committed, all partitions together."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await admin.start()
+    try:
+        tps = [
+            TopicPartition(settings.topic(topic), p)
+            for p in await partitions_of(settings, settings.topic(topic))
+        ]
+        return sum((await offsets.committed(admin, group, tps)).values())
+    finally:
+        await admin.close()
+
+
+async def metric(port: int, name: str, **labels: str) -> float:
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+async def test_roles_run_apart_each_in_its_own_group(
+    settings: Settings, tenant, store, engine, start_worker
+):
+    start_worker(settings, "history", stages="history")
+    memory = settings.model_copy(update={"worker_web_port": settings.worker_web_port + 1})
+    start_worker(memory, "memory", stages="summary,longterm")
+    await publish(settings, "message-written", said(tenant, "c1", 24))
+    await publish(settings, "session-ended", [ended(tenant, "c1")])
+
+    summaries = SummaryStore(engine)
+
+    async def summarised() -> bool:
+        return await summaries.get(tenant, "c1") is not None
+
+    async def remembered() -> bool:
+        query = select(long_term_memory.c.content).where(long_term_memory.c.tenant_id == tenant)
+        async with engine.connect() as conn:
+            return any("Lisbon" in r.content for r in (await conn.execute(query)).all())
+
+    await eventually(summarised, within=90, what="the summary, written by the summary role")
+    await eventually(remembered, within=90, what="memories, from the long-term role")
+    assert await store.count(tenant) == 24
+    app = settings.app_id
+    assert await committed(settings, f"{app}-history", "message-written") == 24
+    assert await committed(settings, f"{app}-summary-longterm", "session-ended") == 1
+    # Each group reads its own roles' topics only; the all-roles group reads nothing.
+    assert await committed(settings, f"{app}-history", "session-ended") == 0
+    assert await committed(settings, f"{app}-summary-longterm", "message-written") == 0
+    assert await committed(settings, app, "message-written") == 0
+
+
+async def test_a_role_group_takes_over_and_a_replay_rewinds_every_group_of_the_role(
+    settings: Settings, tenant, store, start_worker
+):
+    everything = start_worker(settings)
+    await publish(settings, "message-written", said(tenant, "c1", 30))
+    await eventually(lambda: caught_up(settings, "message-written"), what="all roles consumed")
+    everything.stop()
+
+    history = start_worker(settings, "history", stages="history")
+    group = f"{settings.app_id}-history"
+
+    async def joined() -> bool:
+        return bool(await live_members(settings, group))
+
+    await eventually(joined, within=60, what="the history role's worker in its group")
+    assert await committed(settings, group, "message-written") == 30  # taken over at start
+    await publish(settings, "message-written", said(tenant, "c1", 5, start=30))
+
+    async def stored() -> bool:
+        return await store.count(tenant) == 35
+
+    await eventually(stored, what="the new messages")
+    port = settings.worker_web_port
+    # The history role read only what was new: nothing of the first 30 again.
+    assert await metric(port, "memstream_records_total", stage="history") == 5
+
+    refused = run_cli(settings, "replay", "--topic", "message-written", "--to", "earliest")
+    assert refused.returncode == 2 and group in refused.stderr
+    history.stop()
+    replayed = run_cli(settings, "replay", "--topic", "message-written", "--to", "earliest")
+    assert replayed.returncode == 0, replayed.stderr
+    assert f"({settings.app_id})" in replayed.stdout and f"({group})" in replayed.stdout
+    assert await committed(settings, group, "message-written") == 0
+    assert await committed(settings, settings.app_id, "message-written") == 0
