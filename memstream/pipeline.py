@@ -3,8 +3,9 @@ second, retries waiting, dead letters by reason, and the error rates of the long
 providers and the LLM.
 
 Lag, throughput, retries and dead letters come from the broker (the groups' committed offsets
-and the topics), so they cover every worker whichever API replica answers. Error rates come
-from the workers' own Prometheus metrics: each member of the worker group is scraped on
+and the topics), so they cover every worker whichever API replica answers; a stage's progress
+is that of the groups that can run its role (``memstream.roles``). Error rates come from the
+workers' own Prometheus metrics: each member of every worker group is scraped on
 ``MEMSTREAM_WORKER_WEB_PORT`` at the host the broker saw it connect from, and this API's own
 load-path provider calls are added. Rates are taken between this snapshot and one of this
 process a little older; the first snapshot has totals only.
@@ -29,6 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from memstream import offsets
 from memstream.kafka import admin_client, stop_consumer
 from memstream.longterm.backoff import RetryPolicy, tier_topic
+from memstream.readiness import Group, committed_by_role, describe_groups
 from memstream.settings import Settings
 
 # Each stage and the topic it reads, in the order records flow.
@@ -62,11 +64,6 @@ class Sample:
     at: float
     committed: dict[str, int]
     counters: dict[str, float] = field(default_factory=dict)
-
-
-def retry_group(settings: Settings) -> str:
-    """The consumer group of the retry stage (agents/retry.py)."""
-    return f"{settings.app_id}.retry"
 
 
 def parse_counters(texts: Iterable[str]) -> dict[str, float]:
@@ -140,7 +137,9 @@ class Pipeline:
         tiers = [tier_topic(n) for n in range(1, RetryPolicy.from_settings(s).tiers + 1)]
         consumer = offsets.group_less_consumer(s.kafka_bootstrap_servers)
         async with admin_client(s) as admin:
-            hosts, group = await _members(admin, s.app_id)
+            groups = await describe_groups(admin, s.app_id)
+            live = [g for g in groups if g.members]
+            hosts = sorted({host for g in live for host in g.members})
             stage_tps = {stage: await offsets.partitions(admin, s.topic(t)) for stage, t in STAGES}
             staged = [tp for tps in stage_tps.values() for tp in tps]
             tier_tps = [tp for t in tiers for tp in await offsets.partitions(admin, s.topic(t))]
@@ -152,8 +151,10 @@ class Pipeline:
             finally:
                 await stop_consumer(consumer)
             letters = await _dead_letters(s, letter_tps, starts, ends)
-            done = await offsets.committed(admin, s.app_id, staged)
-            retried = await offsets.committed(admin, retry_group(s), tier_tps)
+            done: dict[TopicPartition, int] = {}
+            for stage, topic in STAGES:
+                done |= await committed_by_role(admin, s.app_id, topic, stage_tps[stage])
+            retried = await _retried(admin, s.app_id, live, tier_tps)
         scraped = await _scrape(hosts, s.worker_web_port)
         local = parse_counters([_local_metrics()])
         counters = parse_counters(scraped)
@@ -173,7 +174,12 @@ class Pipeline:
             rate = None if seconds is None else changed.committed[stage] / seconds
             stages.append({"stage": stage, "topic": topic, "lag": lag, "per_second": rate})
         return {
-            "group": group,
+            "workers": {
+                "members": sum(len(g.members) for g in live),
+                "groups": [
+                    {"group": g.group, "state": g.state, "members": len(g.members)} for g in live
+                ],
+            },
             "stages": stages,
             "retries_pending": sum(max(0, ends[tp] - retried[tp]) for tp in tier_tps),
             "dead_letters": letters,
@@ -192,18 +198,17 @@ class Pipeline:
         return None
 
 
-async def _members(admin: AIOKafkaAdminClient, group: str) -> tuple[list[str], dict[str, Any]]:
-    """The hosts of the group's members (loopback where the broker does not say), and the
-    group's state and size."""
-    (response,) = await admin.describe_consumer_groups([group])
-    described = [g for g in response.groups if g[1] == group]
-    if not described:
-        return [], {"group": group, "state": "unknown", "members": 0}
-    # Each group: (error_code, group, state, protocol_type, protocol, members); each member:
-    # (member_id, client_id, client_host, metadata, assignment); Kafka writes "/10.0.0.5".
-    members = described[0][5]
-    hosts = sorted({str(m[2]).lstrip("/") or "127.0.0.1" for m in members})
-    return hosts, {"group": group, "state": str(described[0][2]), "members": len(members)}
+async def _retried(
+    admin: AIOKafkaAdminClient, app_id: str, live: list[Group], tps: list[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """Per retry tier partition, how far every live retry stage has come: each group that runs
+    summary or long-term stages reads the tiers in ``<group>.retry`` (agents/retry.py) and
+    sends back its own roles' records, so a record waits until the slowest has passed it."""
+    readers = [f"{g.group}.retry" for g in live if {"summary", "longterm"} & set(g.roles)]
+    found = await asyncio.gather(
+        *(offsets.committed(admin, r, tps) for r in readers or [f"{app_id}.retry"])
+    )
+    return {tp: min(done[tp] for done in found) for tp in tps}
 
 
 async def _dead_letters(

@@ -219,7 +219,7 @@ async def test_the_pipeline_panel_shows_lag_and_dead_letters_by_reason(served_se
         "by_reason": {"schema_violation": 2, "invalid_json": 1, "unreadable": 1},
     }
     assert panel["retries_pending"] == 0
-    assert panel["group"]["members"] == 0
+    assert panel["workers"] == {"members": 0, "groups": []}
 
     errors: list[str] = []
     async with browser_page(errors) as page:

@@ -13,7 +13,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from memstream import offsets
+from memstream import offsets, readiness
 from memstream.kafka import caught_up, live_members, partitions_of, publish
 from memstream.launch import eventually
 from memstream.settings import Settings
@@ -73,8 +73,27 @@ async def test_roles_run_apart_each_in_its_own_group(
     settings: Settings, tenant, store, engine, start_worker
 ):
     start_worker(settings, "history", stages="history")
+
+    async def history_consumes() -> bool:
+        return (await readiness.workers(settings)).roles["history"]
+
+    await eventually(history_consumes, within=60, what="the history role's worker")
+    alone = await readiness.workers(settings)
+    # Ready means every role has a consuming worker: ingest alone is not the whole system.
+    assert not alone.consuming
+    assert alone.check() == "error: no worker consumes the stage role(s) summary, longterm"
     memory = settings.model_copy(update={"worker_web_port": settings.worker_web_port + 1})
     start_worker(memory, "memory", stages="summary,longterm")
+
+    async def all_consume() -> bool:
+        return (await readiness.workers(settings)).consuming
+
+    await eventually(all_consume, within=60, what="every role consuming, in two groups")
+    shown = (await readiness.workers(settings)).as_json()
+    assert {g["group"] for g in shown["groups"] if g["members"]} == {
+        f"{settings.app_id}-history",
+        f"{settings.app_id}-summary-longterm",
+    }
     await publish(settings, "message-written", said(tenant, "c1", 24))
     await publish(settings, "session-ended", [ended(tenant, "c1")])
 

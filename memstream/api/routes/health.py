@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from memstream import readiness
 from memstream.api.services import Services, ServicesDep
-from memstream.readiness import worker_group
 
 router = APIRouter()
 
@@ -25,12 +25,12 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz")
 async def readyz(services: ServicesDep, workers: bool = False) -> JSONResponse:
     checks = await _readiness(services)
-    group = await worker_group(services.settings)
+    found = await readiness.workers(services.settings)
     if workers:
-        checks["workers"] = group.check()
+        checks["workers"] = found.check()
     ready = all(v in ("ok", "disabled") for v in checks.values())
     return JSONResponse(
-        {"status": "ready" if ready else "not_ready", "checks": checks, "workers": group.as_json()},
+        {"status": "ready" if ready else "not_ready", "checks": checks, "workers": found.as_json()},
         status_code=200 if ready else 503,
     )
 

@@ -152,10 +152,10 @@ function perSecond(rate) {
 }
 
 function renderPipeline(p) {
-  const g = p.group;
-  $("pipeline-group").textContent = g.members
-    ? `consumer group ${g.group}: ${g.members} worker${g.members === 1 ? "" : "s"}, ${g.state}`
-    : `consumer group ${g.group}: no worker is running`;
+  const w = p.workers;
+  $("pipeline-group").textContent = w.members
+    ? `${w.members} worker${w.members === 1 ? "" : "s"}: ${w.groups.map((g) => `${g.group} (${g.members}, ${g.state})`).join(", ")}`
+    : "no worker is running";
   fillTable(
     "stages",
     p.stages.map((s) => ({
