@@ -20,6 +20,8 @@ from memstream.streams.stage import Settle
 from memstream.streams.topics import lt_judge, session_ended, summary_check
 
 STAGE = "session"
+HISTORY_WAIT_SECONDS = 30.0
+"""How long a session end waits for its messages before it is tried again later."""
 
 
 @cache
@@ -33,7 +35,12 @@ async def handle(ended: SessionEnded, source: SourceRecord) -> None:
     current = Session.of(ended)
     if source.timestamp is not None and source.timestamp >= 0:
         # Wait until the session's messages (published before its end) are in the record.
-        await progress().wait(int(source.timestamp * 1000))
+        # Never across a rebalance: the history stage could not move until this event let go.
+        await progress().wait(
+            int(source.timestamp * 1000),
+            within=HISTORY_WAIT_SECONDS,
+            interrupted=lambda: bool(app.rebalancing),
+        )
     # No long-term work for an agent that opted out or binds no model, as on the load path.
     config = await shared.router().config(current.tenant_id, current.agent_id)
     wanted = long_term_enabled(config)

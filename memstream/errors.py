@@ -4,6 +4,7 @@ MemstreamError
 ├── InvalidEvent          an input record that cannot be accepted (goes to dead-letter)
 ├── ConfigurationError    settings that cannot work together
 ├── ServiceUnavailable    a required service (broker, database) does not answer
+├── HistoryBehind         a session's messages are not stored yet: its end is tried later
 ├── ProviderUnavailable   a long-term provider cannot serve the call
 ├── ReplayRefused         the consumer group is live: rewinding now would race it
 ├── Refused               a write refused for its data (not an outage); retrying cannot help
@@ -41,6 +42,11 @@ class ConfigurationError(MemstreamError):
 
 class ServiceUnavailable(MemstreamError):
     """A service memstream needs does not answer."""
+
+
+class HistoryBehind(MemstreamError):
+    """The history stage has not stored a session's messages yet (it lags, or its group is
+    rebalancing): the session's end is tried again later instead of holding up the worker."""
 
 
 class ProviderUnavailable(MemstreamError):

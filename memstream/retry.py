@@ -13,7 +13,13 @@ from aiokafka.errors import KafkaError, KafkaTimeoutError
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from memstream import metrics
-from memstream.errors import InvalidEvent, ProviderUnavailable, Refused, ServiceUnavailable
+from memstream.errors import (
+    HistoryBehind,
+    InvalidEvent,
+    ProviderUnavailable,
+    Refused,
+    ServiceUnavailable,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -30,6 +36,7 @@ REFUSED: tuple[type[BaseException], ...] = (IntegrityError, DataError)
 # What a stream stage waits out by trying a record again later.
 OUTAGES: tuple[type[BaseException], ...] = (
     *TRANSIENT,
+    HistoryBehind,
     ProviderUnavailable,
     ServiceUnavailable,
     KafkaTimeoutError,

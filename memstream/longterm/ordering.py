@@ -6,18 +6,23 @@ messages of its session. Every ``message-written`` partition is checked (sub-age
 carry other keys): the history stage's committed offset must reach the first record at or after
 the session end's time, or the partition's end when the broker cannot look times up
 (``memstream.offsets``). Waiting for the end is never wrong, only longer: it also waits for
-messages published after the session end.
+messages published after the session end. The wait is bounded and gives way to a rebalance:
+a session end held while the group rebalances would hold the history stage too (a rebalance
+waits for the records in flight), so it goes to a retry tier instead and comes back later.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream import offsets
+from memstream.errors import HistoryBehind
 from memstream.kafka import stop_consumer
 from memstream.roles import groups_running
 from memstream.settings import Settings
@@ -62,11 +67,25 @@ class HistoryOrdering:
         found = await asyncio.gather(*(offsets.committed(admin, g, list(targets)) for g in groups))
         return all(max(d[tp] for d in found) >= target for tp, target in targets.items())
 
-    async def wait(self, timestamp_ms: int, poll: float = 0.25) -> None:
+    async def wait(
+        self,
+        timestamp_ms: int,
+        *,
+        within: float,
+        interrupted: Callable[[], bool] = lambda: False,
+        poll: float = 0.25,
+    ) -> None:
         """Return once the history stage has stored everything published before
-        ``timestamp_ms``."""
+        ``timestamp_ms``; ``HistoryBehind`` after ``within`` seconds, or as soon as
+        ``interrupted()`` (the worker's group is rebalancing: the history stage cannot move
+        until this worker lets go of what it holds, this wait included)."""
         targets = await self.targets(timestamp_ms)
-        while not await self.stored_up_to(targets):  # noqa: ASYNC110 - polls the broker
+        deadline = time.monotonic() + within
+        while not await self.stored_up_to(targets):
+            if interrupted():
+                raise HistoryBehind("the worker group is rebalancing")
+            if time.monotonic() >= deadline:
+                raise HistoryBehind(f"the messages are not stored after {within:g} s")
             await asyncio.sleep(poll)
 
     async def close(self) -> None:

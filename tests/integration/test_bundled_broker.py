@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from memstream import offsets
 from memstream.cli.dev import listening, start_bundled_broker
+from memstream.errors import HistoryBehind
 from memstream.kafka import admin_client, ensure_topics, publish, wait_for_broker
 from memstream.launch import eventually, free_port
 from memstream.longterm.ordering import HistoryOrdering
@@ -104,7 +105,12 @@ async def test_the_wait_holds_until_the_history_stage_has_committed_the_messages
         targets = await ordering.targets(session_end)
         assert {tp.partition: t for tp, t in targets.items()} == {0: 3, 1: 0, 2: 2, 3: 0}
         assert not await ordering.stored_up_to(targets)
-        waiting = asyncio.create_task(ordering.wait(session_end))
+        # A rebalance, or a history stage that stays behind, ends the wait: tried again later.
+        with pytest.raises(HistoryBehind, match="rebalancing"):
+            await ordering.wait(session_end, within=60, interrupted=lambda: True)
+        with pytest.raises(HistoryBehind, match=r"not stored after 0\.5 s"):
+            await ordering.wait(session_end, within=0.5)
+        waiting = asyncio.create_task(ordering.wait(session_end, within=60))
         tp0, tp2 = (TopicPartition(on_bundled.topic("message-written"), p) for p in (0, 2))
         await _commit(on_bundled, {tp0: 3, tp2: 1})
         await asyncio.sleep(1)
