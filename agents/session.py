@@ -22,6 +22,8 @@ from memstream.streams.topics import lt_judge, session_ended, summary_check
 STAGE = "session"
 HISTORY_WAIT_SECONDS = 30.0
 """How long a session end waits for its messages before it is tried again later."""
+BURST = 200  # session ends read, waited for and handled together
+BURST_SECONDS = 0.5  # how long a burst waits for more session ends
 
 
 @cache
@@ -31,16 +33,8 @@ def progress() -> HistoryOrdering:
 
 async def handle(ended: SessionEnded, source: SourceRecord) -> None:
     """Outages of the database or the broker end in a retry of the whole session: every step
-    here can be repeated."""
+    here can be repeated. The session's messages are in the record (``stored``)."""
     current = Session.of(ended)
-    if source.timestamp is not None and source.timestamp >= 0:
-        # Wait until the session's messages (published before its end) are in the record.
-        # Never across a rebalance: the history stage could not move until this event let go.
-        await progress().wait(
-            int(source.timestamp * 1000),
-            within=HISTORY_WAIT_SECONDS,
-            interrupted=lambda: bool(app.rebalancing),
-        )
     # No long-term work for an agent that opted out or binds no model, as on the load path.
     config = await shared.router().config(current.tenant_id, current.agent_id)
     wanted = long_term_enabled(config)
@@ -59,8 +53,30 @@ async def handle(ended: SessionEnded, source: SourceRecord) -> None:
     metrics.EVENTS.labels(STAGE, "judged").inc()
 
 
+async def stored(events: list[faust.EventT[Any]]) -> None:
+    """Wait until the messages of every session ended in ``events`` (published before its
+    end) are in the record: once for the latest end, which covers the others."""
+    stamps = [e.message.timestamp for e in events]
+    latest = max((t for t in stamps if t is not None and t >= 0), default=None)
+    if latest is None:
+        return
+    # Never across a rebalance: the history stage could not move until these events let go.
+    await progress().wait(
+        int(latest * 1000), within=HISTORY_WAIT_SECONDS, interrupted=lambda: bool(app.rebalancing)
+    )
+
+
 @app.agent(session_ended)
 async def session(stream: faust.StreamT[Any]) -> None:
     """Events of one conversation share a partition, so one worker handles a session at a time
-    (partition affinity instead of the reference's Redis lock)."""
-    await Settle(STAGE, stream).each(parse_session_end, handle)
+    (partition affinity instead of the reference's Redis lock). Session ends come in bursts:
+    the history stage commits about once a second, so each burst waits for it once, not each
+    session end in turn."""
+    settle = Settle(STAGE, stream)
+    async for events in settle.bursts(BURST, within=BURST_SECONDS):
+        try:
+            await stored(events)
+        except Exception as exc:
+            await settle.failed(events, exc)
+            continue
+        await settle.one_by_one(events, parse_session_end, handle)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar, cast
 
@@ -98,6 +98,22 @@ class Settle:
         """Read the stream one record at a time: decode it, handle it, settle it."""
         self.stream = cast("faust.Stream[Any]", self.stream.noack())  # acked here once settled
         async for event in self.stream.events():
+            await self.one_by_one([event], decode, handle)
+
+    async def bursts(self, size: int, within: float) -> AsyncIterator[list[Event]]:
+        """The stream's records as they come, up to ``size`` at once (waiting at most
+        ``within`` seconds for more); the caller settles each."""
+        async for events in self.stream.noack_take(size, within=within):
+            yield list(events)
+
+    async def one_by_one(
+        self,
+        events: Sequence[Event],
+        decode: Callable[[bytes | None], T],
+        handle: Callable[[T, SourceRecord], Awaitable[object]],
+    ) -> None:
+        """Decode, handle and settle each of ``events`` in turn."""
+        for event in events:
             source = shared.source_of(event)
             await self.run([event], partial(_decode_and_handle, decode, handle, source))
 
