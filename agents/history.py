@@ -3,27 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from typing import Any
+from collections import deque
 
-import faust
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError
 
 from memstream import metrics
 from memstream.events.checks import summary_checks
 from memstream.events.deadletter import SourceRecord
 from memstream.history import STAGE, HistoryWriter, Triage
+from memstream.kafka import stop_consumer
+from memstream.metrics import Lag
+from memstream.retry import retry_forever
+from memstream.roles import history_group
 from memstream.runtime import Resources
 from memstream.store.rebuilds import CacheRebuilds
 from memstream.streams import shared
 from memstream.streams.app import app, settings
-from memstream.streams.shared import source_of
 from memstream.streams.topics import message_written, summary_check
 
 log = logging.getLogger(__name__)
 
-# Batches in flight at once: the next batch is validated and counted while the previous one
-# is still being written. Offsets are still acknowledged strictly in order.
+# Batches in flight at once: the next batch is read, validated and counted while the previous
+# one is still being written. Offsets are still committed strictly in order.
 IN_FLIGHT = 2
+STOP_SECONDS = 10.0  # how long a stopping worker waits for its batches in flight
 
 
 async def check_summaries(batch: Triage) -> None:
@@ -43,22 +49,106 @@ async def process(writer: HistoryWriter, records: list[SourceRecord]) -> None:
     await check_summaries(await writer.process(records))
 
 
-Batch = tuple["asyncio.Task[object]", list[faust.EventT[Any]]]
+def source(record: ConsumerRecord[bytes, bytes]) -> SourceRecord:
+    timestamp = record.timestamp / 1000 if record.timestamp is not None else None
+    return SourceRecord(
+        record.topic, record.partition, record.offset, timestamp, record.key, record.value
+    )
 
 
-async def acknowledge_in_order(stream: faust.Stream[Any], batches: asyncio.Queue[Batch]) -> None:
-    """Acknowledge each batch once it is durable, oldest first; never one that failed."""
-    while True:
-        task, events = await batches.get()
-        with metrics.BATCH_SECONDS.labels(STAGE).time():
-            await task  # an exception here stops acknowledging: nothing after it commits
-        for event in events:
-            await stream.ack(event)
+class HistoryStage:
+    """Reads ``message-written`` in batches, writes each (``HistoryWriter``) and commits its
+    offsets once it is durable, oldest batch first; never a batch that failed."""
+
+    def __init__(self, consumer: AIOKafkaConsumer, writer: HistoryWriter) -> None:
+        self.consumer = consumer
+        self.writer = writer
+        self.in_flight: deque[tuple[asyncio.Task[None], dict[TopicPartition, int]]] = deque()
+        self.committed: dict[TopicPartition, int] = {}
+        self._settling = asyncio.Lock()
+
+    async def run(self) -> None:
+        while True:
+            fetched = await self.consumer.getmany(
+                timeout_ms=int(settings.batch_within_seconds * 1000),
+                max_records=settings.batch_max_events,
+            )
+            if not fetched:
+                await self.settle()  # nothing new: finish and commit what is in flight
+                continue
+            records = [source(r) for batch in fetched.values() for r in batch]
+            ends = {tp: batch[-1].offset + 1 for tp, batch in fetched.items()}
+            self.in_flight.append((asyncio.create_task(process(self.writer, records)), ends))
+            await self.settle(keep=IN_FLIGHT - 1)
+
+    async def settle(self, keep: int = 0) -> None:
+        """Wait for the oldest batches until ``keep`` are left in flight, committing each;
+        a batch that failed raises (nothing after it is committed)."""
+        async with self._settling:
+            while len(self.in_flight) > keep:
+                task, ends = self.in_flight[0]
+                with metrics.BATCH_SECONDS.labels(STAGE).time():
+                    await task
+                self.in_flight.popleft()
+                await self._commit(ends)
+
+    async def _commit(self, ends: dict[TopicPartition, int]) -> None:
+        assigned = self.consumer.assignment()
+        ours = {tp: end for tp, end in ends.items() if tp in assigned}
+        if not ours:
+            return
+        try:
+            await self.consumer.commit(ours)
+        except KafkaError as exc:
+            # Lost to a rebalance or an outage: the next commit of the partition covers it, or
+            # its new owner reads the batch again and writes it with no visible change.
+            log.warning("history offsets not committed (%r)", exc)
+            return
+        self.committed.update(ours)
+
+    def lag(self) -> list[Lag]:
+        """The records of this worker's partitions not committed yet."""
+        out: list[Lag] = []
+        for tp in self.consumer.assignment():
+            highwater = self.consumer.highwater(tp)
+            if highwater is not None:
+                done = self.committed.get(tp, 0)
+                out.append((tp.topic, tp.partition, max(0, highwater - done)))
+        return out
+
+    def drop(self) -> None:
+        """Cancel the batches in flight, uncommitted: their records are read again."""
+        while self.in_flight:
+            self.in_flight.popleft()[0].cancel()
 
 
-@app.agent(message_written)
-async def history(stream: faust.StreamT[Any]) -> None:
-    assert isinstance(stream, faust.Stream)
+class Handover(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Before partitions go to another worker, the batches in flight are written and
+    committed, so the new owner starts where this one stopped."""
+
+    def __init__(self) -> None:
+        self.stage: HistoryStage | None = None
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        if self.stage is not None and revoked:
+            with contextlib.suppress(Exception):  # a failed batch stops the stage on its own
+                await self.stage.settle()
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        pass
+
+
+stage: HistoryStage | None = None
+"""This worker's history stage, while it runs (its lag is reported with the worker's)."""
+
+
+@app.task  # type: ignore[untyped-decorator]
+async def history() -> None:
+    """The history stage reads ``message-written`` with a plain Kafka consumer of its own
+    (group ``<app id>.history``, memstream.roles) rather than a Faust agent: Faust builds an
+    event, a task switch and an acknowledgement for each message, most of a worker's CPU at
+    ingest rates, where this reads and commits whole batches."""
+    global stage
     resources = Resources.open(settings)  # its own pool: ingest never waits on other stages
     writer = HistoryWriter(
         resources.messages,
@@ -68,24 +158,36 @@ async def history(stream: faust.StreamT[Any]) -> None:
         max_content_chars=settings.max_content_chars,
         max_backoff=settings.db_retry_max_seconds,
     )
-    batches: asyncio.Queue[Batch] = asyncio.Queue(maxsize=IN_FLIGHT - 1)
-    acker = asyncio.create_task(acknowledge_in_order(stream, batches))
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        group_id=history_group(settings.app_id),
+        client_id=f"{settings.app_id}-history",
+        enable_auto_commit=False,
+        # A new group starts at the beginning: nothing published before a first worker is lost.
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=1024 * 1024,
+        # A batch may wait out a long database outage (it is retried, never skipped).
+        max_poll_interval_ms=1_000_000,
+    )
+    handover = Handover()
+    consumer.subscribe([message_written.get_topic_name()], listener=handover)
+    await retry_forever(STAGE, "kafka_connect", consumer.start, transient=(KafkaError, OSError))
+    stage = handover.stage = HistoryStage(consumer, writer)
     try:
-        # noack_take: offsets are acknowledged by hand, only once the batch is durable.
-        async for events in stream.noack_take(
-            settings.batch_max_events, within=settings.batch_within_seconds
-        ):
-            records = [source_of(e) for e in events]
-            task = asyncio.create_task(process(writer, records))
-            put = asyncio.create_task(batches.put((task, list(events))))
-            await asyncio.wait({put, acker}, return_when=asyncio.FIRST_COMPLETED)
-            if acker.done():
-                put.cancel()
-                # A batch failed in a way the writer does not retry: stop the worker rather
-                # than skip it; the group redelivers from the last committed offset.
-                log.critical("history batch failed; stopping", exc_info=acker.exception())
-                await app.crash(acker.exception() or RuntimeError("acknowledger stopped"))
-                return
+        await stage.run()
+    except asyncio.CancelledError:
+        # The worker stops: commit what is written by now, so the next owner need not read
+        # it again (what is not is read again, and written with no visible change).
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(stage.settle(), STOP_SECONDS)
+        raise
+    except Exception as exc:
+        # A batch failed in a way the writer does not retry: stop the worker rather than skip
+        # it; the group redelivers from the last committed offset.
+        log.critical("history batch failed; stopping", exc_info=exc)
+        await app.crash(exc)
     finally:
-        acker.cancel()
+        stage.drop()
+        stage = handover.stage = None
+        await stop_consumer(consumer)
         await resources.close()

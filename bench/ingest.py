@@ -56,7 +56,7 @@ from memstream.kafka import (
     stop_consumer,
 )
 from memstream.launch import Launched, eventually, free_port, memstream_argv, settings_env, stop_all
-from memstream.roles import ROLES, group_id, inputs_of
+from memstream.roles import ROLES, group_id, inputs_of, reading_group
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine, migrate
@@ -284,9 +284,10 @@ async def end_to_end(
 
         await eventually(warm, within=180, what="worker ready")
         group = group_id(settings.app_id, stages)
+        history = reading_group(settings.app_id, stages, "message-written")
 
         async def joined() -> bool:
-            return len(await live_members(settings, group)) == workers
+            return len(await live_members(settings, history)) == workers
 
         # Every worker in the group before the clock starts: the figures are of a settled
         # group, not of its first rebalances.

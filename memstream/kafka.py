@@ -18,7 +18,7 @@ from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
 from memstream.errors import MemstreamError, ReplayRefused, ServiceUnavailable
 from memstream.longterm.backoff import RetryPolicy, tier_topic
-from memstream.roles import groups_running, role_of_topic
+from memstream.roles import ROLES, groups_running, reading_group, role_of_topic
 from memstream.settings import Settings
 
 PUBLIC_TOPICS = ("message-written", "session-ended", "dead-letter")
@@ -128,10 +128,12 @@ async def live_members(settings: Settings, group_id: str) -> list[str]:
 
 
 async def caught_up(settings: Settings, topic_name: str) -> bool:
-    """Whether the worker group has committed every record now in a topic."""
+    """Whether the group an all-roles worker reads the topic in has committed every record
+    now in it."""
     topic = settings.topic(topic_name)
+    group = reading_group(settings.app_id, ROLES, topic_name)
     async with admin_client(settings) as admin:
-        committed = await admin.list_consumer_group_offsets(settings.app_id)
+        committed = await admin.list_consumer_group_offsets(group)
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
     await consumer.start()
     try:
@@ -172,7 +174,8 @@ class Rewind:
 async def replay(settings: Settings, topic_name: str, to: datetime | None) -> list[Rewind]:
     """Rewind the worker groups' offsets on ``topic_name`` to the start (None) or a time: the
     group of every worker kind that reads it (memstream.roles) and has committed on it, or the
-    all-roles group when none has; a worker starting later never skips what was rewound."""
+    group an all-roles worker reads it in when none has; a worker starting later never skips
+    what was rewound."""
     topic = settings.topic(topic_name)
     role = role_of_topic(topic_name)
     groups = groups_running(settings.app_id, role) if role else [settings.app_id]
@@ -194,7 +197,7 @@ async def replay(settings: Settings, topic_name: str, to: datetime | None) -> li
             if any(meta is not None and meta.offset >= 0 for meta in found.values()):
                 used.append(group)
     rewinds: list[Rewind] = []
-    for group in used or [settings.app_id]:
+    for group in used or [reading_group(settings.app_id, ROLES, topic_name)]:
         rewinds += await _rewind(settings, group, tps, to)
     return rewinds
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -61,12 +62,14 @@ RETRY_WAITING = Gauge(
 )
 
 
-def update_consumer_lag(consumer: Any) -> None:
-    """Set ``memstream_consumer_lag`` from a Faust consumer's assignment, high watermarks and
-    committed offsets (Faust keeps the last committed offset, the next one to read is +1);
-    partitions no longer assigned lose their series."""
-    current: set[tuple[str, str]] = set()
+Lag = tuple[str, int, int]  # (topic, partition, records not committed yet)
+
+
+def faust_lag(consumer: Any) -> list[Lag]:
+    """The lag of a Faust consumer's assigned partitions, from its high watermarks and
+    committed offsets (Faust keeps the last committed offset, the next one to read is +1)."""
     committed_offsets = getattr(consumer, "_committed_offset", {})
+    out: list[Lag] = []
     for tp in consumer.assignment():
         try:
             highwater = consumer.highwater(tp)
@@ -76,8 +79,17 @@ def update_consumer_lag(consumer: Any) -> None:
             continue
         committed = committed_offsets.get(tp)
         position = 0 if committed is None else committed + 1
-        labels = (str(tp.topic), str(tp.partition))
-        CONSUMER_LAG.labels(*labels).set(max(0, int(highwater) - position))
+        out.append((str(tp.topic), tp.partition, max(0, int(highwater) - position)))
+    return out
+
+
+def update_consumer_lag(lags: Iterable[Lag]) -> None:
+    """Set ``memstream_consumer_lag`` to ``lags`` (every consumer of the worker at once);
+    partitions no longer assigned lose their series."""
+    current: set[tuple[str, str]] = set()
+    for topic, partition, lag in lags:
+        labels = (topic, str(partition))
+        CONSUMER_LAG.labels(*labels).set(lag)
         current.add(labels)
     for labels in _lag_labels - current:
         with contextlib.suppress(KeyError):

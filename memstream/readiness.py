@@ -4,16 +4,15 @@ that have their partitions, and how many records of the input topics are not com
 An API that answers is not yet a system that works: until a worker has joined its consumer
 group, published events wait in the broker and the load path serves history without them.
 ``/readyz`` reports this next to its own checks, and requires it with ``?workers=true`` (what
-``memstream dev`` waits for before it says "up"). Workers run every role in the group
-``MEMSTREAM_APP_ID``, or some roles in a group of their own (``memstream.roles``): each role is
-looked for in every group that can run it.
+``memstream dev`` waits for before it says "up"). Each role is looked for in every group that
+can run it (``memstream.roles``): the history stage in the app id's group, the others in the
+Faust group of the worker's roles.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from itertools import combinations
 from typing import Any
 
 from aiokafka import TopicPartition
@@ -21,7 +20,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream import offsets
 from memstream.kafka import admin_client, stop_consumer
-from memstream.roles import ROLES, group_id, groups_running, role_of_topic
+from memstream.roles import ROLES, group_id, groups_running, history_group, role_of_topic
 from memstream.settings import Settings
 
 INPUT_TOPICS = ("message-written", "session-ended")
@@ -43,9 +42,14 @@ class Group:
 
 
 def candidate_groups(app_id: str) -> dict[str, tuple[str, ...]]:
-    """Every group a worker can be in, with the roles it runs: all roles first."""
-    sets = [combo for n in range(len(ROLES), 0, -1) for combo in combinations(ROLES, n)]
-    return {group_id(app_id, roles): roles for roles in sets}
+    """Every group a worker can be in, with the roles it runs there: the history stage's
+    group first, then the Faust groups of the summary and long-term stages."""
+    later = ("summary", "longterm")
+    return {
+        history_group(app_id): ("history",),
+        group_id(app_id, later): later,
+        **{group_id(app_id, (role,)): (role,) for role in later},
+    }
 
 
 async def describe_groups(admin: AIOKafkaAdminClient, app_id: str) -> list[Group]:

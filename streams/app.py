@@ -12,7 +12,8 @@ from memstream.streams.config import current
 
 settings = current().settings
 roles = current().roles
-# The Faust app id is the consumer group: one per set of stage roles (memstream.roles).
+# The Faust app id is the consumer group of the summary and long-term stages, named after the
+# ones this worker runs; the history stage reads in a group of its own (memstream.roles).
 group = group_id(settings.app_id, roles)
 
 # Faust keeps small per-app files here; the parent must exist before it creates the folder.

@@ -17,8 +17,16 @@ from memstream.kafka import (
     ensure_topics,
     internal_topics,
 )
-from memstream.metrics import update_consumer_lag
-from memstream.roles import ROLES, group_id, groups_running, inputs_of, role_of_topic
+from memstream.longterm.backoff import RetryPolicy, tier_topic
+from memstream.metrics import faust_lag, update_consumer_lag
+from memstream.roles import (
+    ROLES,
+    group_id,
+    groups_running,
+    inputs_of,
+    reading_group,
+    role_of_topic,
+)
 from memstream.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,13 +55,22 @@ async def take_over(settings: Settings, roles: tuple[str, ...]) -> None:
     ran the same role has got (the all-roles group before a split into roles, the role groups
     after going back to one worker kind): what they committed is done, so nothing is read
     twice for nothing. Never backward, and never while the group has live members (their
-    positions stand). The retry tiers are left alone: each group there skips the other roles'
-    records, so no other group's position says what this one has sent back."""
-    group = group_id(settings.app_id, roles)
+    positions stand). On the retry tiers only the position of the app id's retry stage is
+    taken over: it sent back every role's records, where each role group's retry stage skips
+    the other roles' records, so its position says nothing of what another has sent back."""
     reads = [
-        (group, name, groups_running(settings.app_id, role_of_topic(name) or ""))
+        (
+            reading_group(settings.app_id, roles, name),
+            name,
+            groups_running(settings.app_id, role_of_topic(name) or ""),
+        )
         for name in inputs_of(*roles)
     ]
+    if "summary" in roles or "longterm" in roles:
+        retry = f"{group_id(settings.app_id, roles)}.retry"  # agents/retry.py
+        tiers = RetryPolicy.from_settings(settings).tiers
+        legacy = [f"{settings.app_id}.retry"]
+        reads += [(retry, tier_topic(n), legacy) for n in range(1, tiers + 1)]
     async with admin_client(settings) as admin:
         forward: dict[str, dict[TopicPartition, int]] = {}
         for own_group, name, groups in reads:
@@ -115,7 +132,13 @@ def run_worker(settings: Settings, roles: tuple[str, ...] = ROLES) -> int:
 
     @app.timer(interval=LAG_INTERVAL_SECONDS)  # type: ignore[untyped-decorator]
     async def consumer_lag() -> None:
-        update_consumer_lag(app.consumer)
+        lags = faust_lag(app.consumer)
+        if "history" in roles:
+            from memstream.agents import history
+
+            if history.stage is not None:
+                lags += history.stage.lag()
+        update_consumer_lag(lags)
 
     worker = faust.Worker(app, loglevel=settings.log_level.lower())
     # Faust's terminal spinner, kept at WARNING and above, turns every logger to DEBUG and

@@ -20,6 +20,7 @@ from memstream.errors import HistoryBehind
 from memstream.kafka import admin_client, ensure_topics, publish, wait_for_broker
 from memstream.launch import eventually, free_port
 from memstream.longterm.ordering import HistoryOrdering
+from memstream.roles import history_group
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from tests.support.kafka import message
@@ -63,10 +64,10 @@ async def _send_in_one_batch(settings: Settings, values: list[bytes], partition:
 
 
 async def _commit(settings: Settings, targets: dict[TopicPartition, int]) -> None:
-    """Commit ``targets`` for the worker group, as the history stage would."""
+    """Commit ``targets`` for the history stage's group, as the history stage would."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap_servers,
-        group_id=settings.app_id,
+        group_id=history_group(settings.app_id),
         enable_auto_commit=False,
     )
     await consumer.start()

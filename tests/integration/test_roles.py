@@ -1,5 +1,5 @@
 """Stage roles in workers of their own: each role its own consumer group, the whole chain
-working across them, a role's group taking over where the all-roles group left off, and a
+working across them, a role's group taking over where the app id's group left off, and a
 replay rewinding every group of the topic's role."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from typing import Any
 
 import httpx
 import pytest
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from memstream import offsets, readiness
-from memstream.kafka import caught_up, live_members, partitions_of, publish
+from memstream.kafka import live_members, partitions_of, publish
 from memstream.launch import eventually
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
@@ -91,7 +91,7 @@ async def test_roles_run_apart_each_in_its_own_group(
     await eventually(all_consume, within=60, what="every role consuming, in two groups")
     shown = (await readiness.workers(settings)).as_json()
     assert {g["group"] for g in shown["groups"] if g["members"]} == {
-        f"{settings.app_id}-history",
+        settings.app_id,  # the history stage's group
         f"{settings.app_id}-summary-longterm",
     }
     await publish(settings, "message-written", said(tenant, "c1", 24))
@@ -111,45 +111,62 @@ async def test_roles_run_apart_each_in_its_own_group(
     await eventually(remembered, within=90, what="memories, from the long-term role")
     assert await store.count(tenant) == 24
     app = settings.app_id
-    assert await committed(settings, f"{app}-history", "message-written") == 24
+    assert await committed(settings, app, "message-written") == 24
     assert await committed(settings, f"{app}-summary-longterm", "session-ended") == 1
-    # Each group reads its own roles' topics only; the all-roles group reads nothing.
-    assert await committed(settings, f"{app}-history", "session-ended") == 0
+    # Each group reads its own roles' topics only.
+    assert await committed(settings, app, "session-ended") == 0
     assert await committed(settings, f"{app}-summary-longterm", "message-written") == 0
-    assert await committed(settings, app, "message-written") == 0
+
+
+async def commit_ends(settings: Settings, group: str, topic: str) -> None:
+    """Commit the ends of ``topic`` for ``group``, as a worker that read all of it would."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        group_id=group,
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        tps = [
+            TopicPartition(settings.topic(topic), p)
+            for p in await partitions_of(settings, settings.topic(topic))
+        ]
+        consumer.assign(tps)
+        await consumer.commit(await consumer.end_offsets(tps))
+    finally:
+        await consumer.stop()
 
 
 async def test_a_role_group_takes_over_and_a_replay_rewinds_every_group_of_the_role(
-    settings: Settings, tenant, store, start_worker
+    settings: Settings, tenant, start_worker
 ):
-    everything = start_worker(settings)
-    await publish(settings, "message-written", said(tenant, "c1", 30))
-    await eventually(lambda: caught_up(settings, "message-written"), what="all roles consumed")
-    everything.stop()
+    # Read by a worker of the layout in which the app id's group read every topic.
+    await publish(settings, "session-ended", [ended(tenant, f"c{n}") for n in range(3)])
+    await commit_ends(settings, settings.app_id, "session-ended")
 
-    history = start_worker(settings, "history", stages="history")
-    group = f"{settings.app_id}-history"
+    longterm = start_worker(settings, "longterm", stages="longterm")
+    group = f"{settings.app_id}-longterm"
 
     async def joined() -> bool:
         return bool(await live_members(settings, group))
 
-    await eventually(joined, within=60, what="the history role's worker in its group")
-    assert await committed(settings, group, "message-written") == 30  # taken over at start
-    await publish(settings, "message-written", said(tenant, "c1", 5, start=30))
+    await eventually(joined, within=60, what="the long-term role's worker in its group")
+    assert await committed(settings, group, "session-ended") == 3  # taken over at start
+    await publish(settings, "session-ended", [ended(tenant, "c3")])
 
-    async def stored() -> bool:
-        return await store.count(tenant) == 35
+    async def handled() -> bool:
+        return await committed(settings, group, "session-ended") == 4
 
-    await eventually(stored, what="the new messages")
+    await eventually(handled, what="the new session end")
     port = settings.worker_web_port
-    # The history role read only what was new: nothing of the first 30 again.
-    assert await metric(port, "memstream_records_total", stage="history") == 5
+    # The long-term role read only what was new: none of the first three again.
+    assert await metric(port, "memstream_records_total", stage="session") == 1
 
-    refused = run_cli(settings, "replay", "--topic", "message-written", "--to", "earliest")
+    refused = run_cli(settings, "replay", "--topic", "session-ended", "--to", "earliest")
     assert refused.returncode == 2 and group in refused.stderr
-    history.stop()
-    replayed = run_cli(settings, "replay", "--topic", "message-written", "--to", "earliest")
+    longterm.stop()
+    replayed = run_cli(settings, "replay", "--topic", "session-ended", "--to", "earliest")
     assert replayed.returncode == 0, replayed.stderr
     assert f"({settings.app_id})" in replayed.stdout and f"({group})" in replayed.stdout
-    assert await committed(settings, group, "message-written") == 0
-    assert await committed(settings, settings.app_id, "message-written") == 0
+    assert await committed(settings, group, "session-ended") == 0
+    assert await committed(settings, settings.app_id, "session-ended") == 0

@@ -9,7 +9,15 @@ import pytest
 import yaml
 
 from memstream.cli.main import build_parser
-from memstream.roles import ROLES, group_id, groups_running, inputs_of, parse_stages, role_of_topic
+from memstream.roles import (
+    ROLES,
+    group_id,
+    groups_running,
+    inputs_of,
+    parse_stages,
+    reading_group,
+    role_of_topic,
+)
 from memstream.streams.worker import agent_modules
 
 
@@ -30,23 +38,21 @@ def test_the_worker_command_takes_stages() -> None:
         build_parser().parse_args(["worker", "--stages", "judge"])
 
 
-def test_every_role_set_has_its_own_group_and_all_roles_keep_the_app_id() -> None:
-    assert group_id("memstream", ROLES) == "memstream"
-    assert group_id("memstream", ("history",)) == "memstream-history"
-    assert group_id("memstream", ("longterm", "summary")) == "memstream-summary-longterm"
-    groups = {group_id("m", roles) for roles in [("history",), ("summary",), ("longterm",)]}
-    assert len(groups) == 3
+def test_history_reads_in_the_app_id_group_and_the_others_in_groups_named_for_them() -> None:
+    assert group_id("memstream", ROLES) == "memstream-summary-longterm"
+    assert group_id("memstream", ("summary", "longterm")) == "memstream-summary-longterm"
+    assert group_id("memstream", ("history", "longterm")) == "memstream-longterm"
+    assert group_id("memstream", ("history",)) == "memstream-history"  # no Faust stage to run
+    assert reading_group("m", ROLES, "message-written") == "m"
+    assert reading_group("m", ("history",), "message-written") == "m"
+    assert reading_group("m", ROLES, "session-ended") == "m-summary-longterm"
 
 
 def test_the_groups_that_can_run_a_role() -> None:
-    assert groups_running("m", "history") == [
-        "m",
-        "m-history",
-        "m-history-longterm",
-        "m-history-summary",
-    ]
-    for role in ROLES:
-        assert all(role in group or group == "m" for group in groups_running("m", role))
+    assert groups_running("m", "history") == ["m"]
+    # The app id's group last: it read every topic before history had a consumer of its own.
+    assert groups_running("m", "summary") == ["m-summary", "m-summary-longterm", "m"]
+    assert groups_running("m", "longterm") == ["m-longterm", "m-summary-longterm", "m"]
 
 
 def test_each_topic_a_stage_reads_belongs_to_one_role() -> None:
