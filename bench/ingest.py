@@ -44,7 +44,7 @@ import redis.asyncio as aioredis
 from aiokafka.admin import AIOKafkaAdminClient
 from sqlalchemy import insert
 
-from bench.support import REPO, isolated_settings, log_dir
+from bench.support import REPO, isolated_settings, log_dir, print_top
 from memstream import offsets
 from memstream.kafka import (
     PUBLIC_TOPICS,
@@ -486,14 +486,7 @@ def print_profile(path: str, top: int = 25) -> None:
             inclusive[name] += int(samples)
     shares = ", ".join(f"{name} {100 * n / max(1, total):.0f}%" for name, n in processes.items())
     print(f"    profile of the one-worker run: {total} samples ({shares}); raw stacks: {path}")
-    shown = 0
-    for name, share in inclusive.most_common():
-        if any(skip in name for skip in _FRAMES_NOT_SHOWN):
-            continue
-        print(f"      {100 * share / max(1, total):5.1f}%  {name}")
-        shown += 1
-        if shown == top:
-            break
+    print_top(inclusive, total, top, _FRAMES_NOT_SHOWN)
 
 
 def _frame(frame: str) -> str:

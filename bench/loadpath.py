@@ -50,7 +50,7 @@ import httpx
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.support import REPO, isolated_settings
+from bench.support import REPO, isolated_settings, print_top
 from memstream.launch import Launched, free_port, memstream_argv, settings_env
 from memstream.memory import USER_PROFILE, MemoryType, NewMemory, agent_cube
 from memstream.providers.mysql import MySQLProvider
@@ -848,14 +848,7 @@ def print_profile(path: str, top: int = 30) -> None:
         for name in names:
             inclusive[name] += int(samples)
     print(f"    profile of the measured window ({total} samples, inclusive), raw stacks: {path}")
-    shown = 0
-    for name, share in inclusive.most_common():
-        if any(skip in name for skip in _FRAMES_NOT_SHOWN):
-            continue
-        print(f"      {100 * share / total:5.1f}%  {name}")
-        shown += 1
-        if shown == top:
-            break
+    print_top(inclusive, total, top, _FRAMES_NOT_SHOWN)
 
 
 # Frames every request passes through whatever it does: the server loop and the runner.

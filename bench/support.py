@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +33,12 @@ def start_worker(settings: Settings, logs: Path) -> Launched:
     return start_memstream(
         "worker", settings, log_path=logs / f"worker-{uuid.uuid4().hex[:6]}.log", cwd=REPO
     )
+
+
+def print_top(inclusive: Counter[str], total: int, top: int, hidden: Iterable[str]) -> None:
+    """The ``top`` most sampled functions of a profile, as shares of ``total`` samples,
+    leaving out those whose name contains one of ``hidden`` (frames every sample passes)."""
+    hidden = tuple(hidden)
+    shown = [(n, c) for n, c in inclusive.most_common() if not any(h in n for h in hidden)]
+    for name, share in shown[:top]:
+        print(f"      {100 * share / max(1, total):5.1f}%  {name}")

@@ -84,6 +84,20 @@ async def committed(
     return out
 
 
+async def commit(bootstrap_servers: str, group: str, positions: dict[TopicPartition, int]) -> None:
+    """Commit ``positions`` for ``group`` from outside it; the broker refuses (KafkaError)
+    while the group has live members."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers, group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        consumer.assign(list(positions))
+        await consumer.commit(positions)
+    finally:
+        await consumer.stop()
+
+
 class TimeLookups:
     """Whether the broker answers "the first offset at or after a time" right, found out once
     per process from a partition that holds records: a time a year ahead must find nothing."""

@@ -7,7 +7,7 @@ import asyncio
 import importlib
 import logging
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
 from memstream import offsets
@@ -89,18 +89,11 @@ async def take_over(settings: Settings, roles: tuple[str, ...]) -> None:
 
 
 async def _commit(settings: Settings, group: str, positions: dict[TopicPartition, int]) -> None:
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap_servers, group_id=group, enable_auto_commit=False
-    )
-    await consumer.start()
     try:
-        consumer.assign(list(positions))
-        await consumer.commit(positions)
+        await offsets.commit(settings.kafka_bootstrap_servers, group, positions)
         log.info("%s: took over %d partition offset(s) from other groups", group, len(positions))
     except KafkaError as exc:  # a live group refuses: its members' positions stand
         log.info("%s: offsets not taken over (%r)", group, exc)
-    finally:
-        await consumer.stop()
 
 
 async def prepare(settings: Settings, roles: tuple[str, ...]) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from sqlalchemy import select
 
 from memstream import offsets
@@ -65,17 +65,7 @@ async def _send_in_one_batch(settings: Settings, values: list[bytes], partition:
 
 async def _commit(settings: Settings, targets: dict[TopicPartition, int]) -> None:
     """Commit ``targets`` for the history stage's group, as the history stage would."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
-        group_id=history_group(settings.app_id),
-        enable_auto_commit=False,
-    )
-    await consumer.start()
-    try:
-        consumer.assign(list(targets))
-        await consumer.commit(targets)
-    finally:
-        await consumer.stop()
+    await offsets.commit(settings.kafka_bootstrap_servers, history_group(settings.app_id), targets)
 
 
 async def test_partition_ends_come_from_a_fetch_and_time_lookups_are_not_trusted(on_bundled):

@@ -8,18 +8,18 @@ from typing import Any
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from memstream import offsets, readiness
-from memstream.kafka import live_members, partitions_of, publish
+from memstream.kafka import live_members, partitions_of, publish, stop_consumer
 from memstream.launch import eventually
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from memstream.store.summaries import SummaryStore
-from tests.support.kafka import message
+from tests.support.kafka import message, session_end
 from tests.support.processes import run_cli
 
 pytestmark = pytest.mark.integration
@@ -32,16 +32,6 @@ def said(tenant: str, conversation: str, count: int, start: int = 0) -> list[dic
         text = f"I live in Lisbon and my dog is called Rex {n}." if n % 2 == 0 else "Noted."
         events.append(message(tenant, conversation, n, content=text))
     return events
-
-
-def ended(tenant: str, conversation: str) -> dict[str, Any]:
-    return {
-        "event_id": f"end-{conversation}",
-        "tenant_id": tenant,
-        "user_id": "user-1",
-        "agent_id": "agent-1",
-        "conversation_id": conversation,
-    }
 
 
 async def committed(settings: Settings, group: str, topic: str) -> int:
@@ -95,7 +85,7 @@ async def test_roles_run_apart_each_in_its_own_group(
         f"{settings.app_id}-summary-longterm",
     }
     await publish(settings, "message-written", said(tenant, "c1", 24))
-    await publish(settings, "session-ended", [ended(tenant, "c1")])
+    await publish(settings, "session-ended", [session_end(tenant, "c1")])
 
     summaries = SummaryStore(engine)
 
@@ -120,28 +110,24 @@ async def test_roles_run_apart_each_in_its_own_group(
 
 async def commit_ends(settings: Settings, group: str, topic: str) -> None:
     """Commit the ends of ``topic`` for ``group``, as a worker that read all of it would."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
-        group_id=group,
-        enable_auto_commit=False,
-    )
-    await consumer.start()
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    reader = offsets.group_less_consumer(settings.kafka_bootstrap_servers)
+    await admin.start()
+    await reader.start()
     try:
-        tps = [
-            TopicPartition(settings.topic(topic), p)
-            for p in await partitions_of(settings, settings.topic(topic))
-        ]
-        consumer.assign(tps)
-        await consumer.commit(await consumer.end_offsets(tps))
+        tps = await offsets.partitions(admin, settings.topic(topic))
+        ends = await offsets.high_watermarks(reader, tps)
     finally:
-        await consumer.stop()
+        await stop_consumer(reader)
+        await admin.close()
+    await offsets.commit(settings.kafka_bootstrap_servers, group, ends)
 
 
 async def test_a_role_group_takes_over_and_a_replay_rewinds_every_group_of_the_role(
     settings: Settings, tenant, start_worker
 ):
     # Read by a worker of the layout in which the app id's group read every topic.
-    await publish(settings, "session-ended", [ended(tenant, f"c{n}") for n in range(3)])
+    await publish(settings, "session-ended", [session_end(tenant, f"c{n}") for n in range(3)])
     await commit_ends(settings, settings.app_id, "session-ended")
 
     longterm = start_worker(settings, "longterm", stages="longterm")
@@ -152,7 +138,7 @@ async def test_a_role_group_takes_over_and_a_replay_rewinds_every_group_of_the_r
 
     await eventually(joined, within=60, what="the long-term role's worker in its group")
     assert await committed(settings, group, "session-ended") == 3  # taken over at start
-    await publish(settings, "session-ended", [ended(tenant, "c3")])
+    await publish(settings, "session-ended", [session_end(tenant, "c3")])
 
     async def handled() -> bool:
         return await committed(settings, group, "session-ended") == 4

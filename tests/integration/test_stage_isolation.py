@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +17,7 @@ from memstream.launch import eventually
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from memstream.store.summaries import SummaryStore
-from tests.support.kafka import message
+from tests.support.kafka import message, session_end
 
 pytestmark = pytest.mark.integration
 
@@ -51,16 +50,6 @@ def written(text: str) -> float:
         if sample.name == "memstream_events_total"
         and sample.labels == {"stage": "summary", "outcome": "written"}
     )
-
-
-def session_end(tenant: str, conversation: str) -> dict[str, Any]:
-    return {
-        "event_id": f"end-{conversation}",
-        "tenant_id": tenant,
-        "user_id": "user-1",
-        "agent_id": "agent-1",
-        "conversation_id": conversation,
-    }
 
 
 async def test_crafted_messages_never_stall_ingest_or_the_group_heartbeat(

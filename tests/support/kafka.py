@@ -35,6 +35,17 @@ async def read_topic(settings: Settings, topic_name: str) -> list[tuple[bytes | 
         await stop_consumer(consumer)
 
 
+def session_end(tenant: str, conversation: str) -> dict[str, Any]:
+    """A valid session-ended event of ``conversation``."""
+    return {
+        "event_id": f"end-{conversation}",
+        "tenant_id": tenant,
+        "user_id": "user-1",
+        "agent_id": "agent-1",
+        "conversation_id": conversation,
+    }
+
+
 def message(tenant: str, conversation: str, n: int, **fields: Any) -> dict[str, Any]:
     """A valid message-written event."""
     event = {
