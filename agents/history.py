@@ -133,6 +133,8 @@ class Handover(ConsumerRebalanceListener):  # type: ignore[misc]
         if self.stage is not None and revoked:
             with contextlib.suppress(Exception):  # a failed batch stops the stage on its own
                 await self.stage.settle()
+            for tp in revoked:  # another worker commits them now
+                self.stage.committed.pop(tp, None)
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         pass

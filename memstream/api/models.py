@@ -34,6 +34,11 @@ class MemoryOut(ContextItem):
 
 class MemoriesResponse(BaseModel):
     items: list[MemoryOut]
+    degraded: list[str] = Field(
+        default_factory=list,
+        description="What fell back but still answered: `embeddings` when a search was "
+        "answered lexically because the embeddings endpoint failed.",
+    )
 
 
 class SearchRequest(RequestBody):

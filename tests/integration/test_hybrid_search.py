@@ -411,3 +411,8 @@ async def test_the_load_path_finds_by_meaning_and_says_when_it_cannot(
         lexical = (await api.post("/v1/context", json={**body, "query": "cello weekends"})).json()
         assert [i["content"] for i in lexical["long_term"]["items"]] == [FACTS[2]]
         assert "embeddings" in lexical["degraded"] and "long_term" not in lexical["degraded"]
+        # The search endpoint says so too.
+        search = {**scope, "query": "cello weekends", "top_k": 3}
+        searched = (await api.post("/v1/memories/search", json=search)).json()
+        assert searched["items"][0]["content"] == FACTS[2]
+        assert searched["degraded"] == ["embeddings"]

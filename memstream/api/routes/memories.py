@@ -22,6 +22,7 @@ from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
 from memstream.loadpath.models import Id
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
+from memstream.providers import degraded
 
 router = APIRouter()
 
@@ -45,10 +46,13 @@ async def search_memories(
 ) -> MemoriesResponse:
     check_tenant(request, body.tenant_id)
     provider = await services.router.for_agent(body.tenant_id, body.agent_id)
-    found = await provider.search(
-        body.tenant_id, body.user_id, body.agent_id, body.query, top_k=body.top_k
-    )
-    return _items(sorted(found, key=lambda m: m.score, reverse=True))
+    with degraded.collect() as fell_back:  # e.g. "embeddings": answered lexically
+        found = await provider.search(
+            body.tenant_id, body.user_id, body.agent_id, body.query, top_k=body.top_k
+        )
+    answer = _items(sorted(found, key=lambda m: m.score, reverse=True))
+    answer.degraded = fell_back
+    return answer
 
 
 @router.post("/v1/memories", response_model=MemoryOut, status_code=201)
