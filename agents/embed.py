@@ -4,6 +4,7 @@ it runs on the group's leader alone, so workers never embed the same memories tw
 
 from __future__ import annotations
 
+import asyncio
 from functools import cache
 
 from memstream.embeddings.backfill import EmbeddingBackfill
@@ -22,8 +23,16 @@ def backfill() -> EmbeddingBackfill | None:
 
 if settings.embedding_base_url.strip():
 
-    @app.timer(interval=TICK_SECONDS, on_leader=True)  # type: ignore[untyped-decorator]
+    @app.task  # type: ignore[untyped-decorator]
     async def embed_memories() -> None:
+        """A loop with its own pacing rather than a Faust timer: a tick that embeds a large
+        backlog takes longer than the interval, and a timer would warn on every one. The next
+        tick starts right away while the last one found work, a second later when it did not
+        (or on a worker that is not the group's leader)."""
         job = backfill()
-        if job is not None:
-            await job.tick()
+        while job is not None:
+            busy = False
+            if app.is_leader():
+                result = await job.tick()
+                busy = result.error is None and (result.stored + result.refused) > 0
+            await asyncio.sleep(0 if busy else TICK_SECONDS)

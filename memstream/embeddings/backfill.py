@@ -1,26 +1,29 @@
 """Vectors for the built-in store's memories, filled in after they were written.
 
 Nothing that writes a memory waits for an embedding: the long-term chain, ``POST
-/v1/memories`` and imports insert rows, and this loop (a worker timer, memstream.agents.embed)
+/v1/memories`` and imports insert rows, and this loop (in the worker, memstream.agents.embed)
 finds live memories without a vector of the configured model and stores one, so a slow or
 absent endpoint never holds up the stream. A memory without a vector is still found
 lexically.
 
-Each ``tick`` embeds at most ``per_tick`` memories, in batches of the client's batch size,
-oldest written first. It walks ``long_term_memory`` by (``created_at``, ``id``) from where the
-last tick stopped, so a tick reads only what is new. Once it has caught up it steps back
-``lookback_seconds``, so a row that another process stamped with an earlier time but committed
-later is still seen, and every ``sweep_seconds`` it starts again from the beginning (a writer
-whose clock lags further, a vector lost with a database restored from backup).
+Each ``tick`` embeds at most ``per_tick`` memories, in batches of the client's batch size.
+Memories written in the last ``lookback_seconds`` come first, so a new memory is found by
+meaning within a tick or two even while a large backlog (embeddings just switched on over a
+full store, or a new model) is being filled in. Ticks with nothing fresh to do walk the
+backlog through ``long_term_memory`` by (``created_at``, ``id``), oldest written first, from
+where the last such tick stopped, so a tick reads only what is new. Once the walk has caught
+up it steps back ``lookback_seconds``, so a row that another process stamped with an earlier
+time but committed later is still seen, and every ``sweep_seconds`` it starts again from the
+beginning (a writer whose clock lags further, a vector lost with a database restored from
+backup).
 
 When the endpoint fails, the tick stops where it is and a later one tries the same memories
 again (the client has already retried the batch with backoff); ticks in between are skipped,
 for a pause that doubles with each failure up to ``max_pause_seconds``, so an outage is not
-logged every second. When a batch fails, one short
-probe text tells an endpoint that is down (the tick stops) from one that refuses a text of the
-batch: then each memory is tried alone, and one still refused is counted and passed over
-until the next sweep. A failing
-database is the same as a failing endpoint: logged, and tried again next tick.
+logged every second. When a batch fails, one short probe text tells an endpoint that is down
+(the tick stops) from one that refuses a text of the batch: then each memory is tried alone,
+and one still refused is counted and passed over until the next sweep. A failing database is
+the same as a failing endpoint: logged, and tried again next tick.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from prometheus_client import Counter
-from sqlalchemy import Row, and_, or_, select
+from sqlalchemy import Row, Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.embeddings import rows as vector_rows
@@ -89,6 +92,7 @@ class EmbeddingBackfill:
         self._swept_at = time.monotonic()
         self.max_pause = max_pause_seconds
         self._failures = 0  # ticks failed in a row
+        self._refused: set[str] = set()  # fresh memories the endpoint refused, until a sweep
         self._resume_at = 0.0  # monotonic time before which ticks do nothing
 
     async def tick(self) -> TickResult:
@@ -99,6 +103,7 @@ class EmbeddingBackfill:
             return TickResult(error="paused after a failure")
         if now - self._swept_at >= self.sweep_seconds:
             self._position, self._swept_at = None, now
+            self._refused.clear()
         result = await self._tick()
         if result.error is None:
             self._failures = 0
@@ -110,7 +115,8 @@ class EmbeddingBackfill:
 
     async def _tick(self) -> TickResult:
         try:
-            pending = await self._pending()
+            fresh = await self._fresh()
+            pending = fresh or await self._pending()
         except Exception as exc:
             log.warning("embedding backfill cannot read memories: %r", exc)
             return TickResult(error=repr(exc))
@@ -127,7 +133,10 @@ class EmbeddingBackfill:
                 log.warning("embedding backfill stopped, tried again later: %s", exc)
                 return TickResult(stored, refused, str(exc))
             stored += done
-            refused += skipped
+            refused += len(skipped)
+            if fresh:  # the walk through the backlog stays where it was
+                self._refused.update(skipped)
+                continue
             last = batch[-1]
             self._position = (last.created_at, last.id)
         return TickResult(stored, refused)
@@ -143,8 +152,9 @@ class EmbeddingBackfill:
                 return TickResult(stored, refused, result.error)
         return TickResult(stored, refused)
 
-    async def _pending(self) -> Sequence[Pending]:
-        """The next live memories after the position that lack a vector of the model."""
+    def _lacking(self) -> Select[tuple[str, str, str, str, datetime]]:
+        """Live memories (of the tenant, when set) without a vector of the model, oldest
+        written first."""
         has_vector = and_(e.c.memory_id == t.c.id, e.c.model == self.client.model)
         query = (
             select(t.c.id, t.c.tenant_id, t.c.user_id, t.c.content, t.c.created_at)
@@ -155,6 +165,20 @@ class EmbeddingBackfill:
         )
         if self.tenant_id is not None:
             query = query.where(t.c.tenant_id == self.tenant_id)
+        return query
+
+    async def _fresh(self) -> Sequence[Pending]:
+        """Memories written in the last ``lookback`` that lack a vector, but those refused."""
+        since = datetime.now(UTC).replace(tzinfo=None) - self.lookback
+        query = self._lacking().where(t.c.created_at >= since)
+        if self._refused:
+            query = query.where(t.c.id.not_in(sorted(self._refused)))
+        async with self._engine.connect() as conn:
+            return (await conn.execute(query)).all()
+
+    async def _pending(self) -> Sequence[Pending]:
+        """The next memories after the position that lack a vector of the model."""
+        query = self._lacking()
         if self._position is not None:
             at, memory_id = self._position
             query = query.where(
@@ -163,8 +187,9 @@ class EmbeddingBackfill:
         async with self._engine.connect() as conn:
             return (await conn.execute(query)).all()
 
-    async def _embed(self, batch: Sequence[Pending]) -> tuple[int, int]:
-        """Store the batch's vectors: (stored, refused). Raises when the endpoint is down."""
+    async def _embed(self, batch: Sequence[Pending]) -> tuple[int, list[str]]:
+        """Store the batch's vectors: how many, and the ids of the memories the endpoint
+        refused. Raises when the endpoint is down."""
         try:
             vectors = [*await self.client.embed([row.content for row in batch])]
             keep = list(batch)
@@ -185,10 +210,11 @@ class EmbeddingBackfill:
         ]
         async with self._engine.begin() as conn:
             await vector_rows.store(conn, self.client.model, rows)
-        refused = len(batch) - len(keep)
+        kept = {row.id for row in keep}
+        refused = [row.id for row in batch if row.id not in kept]
         EMBEDDED.labels("stored").inc(len(rows))
         if refused:
-            EMBEDDED.labels("refused").inc(refused)
+            EMBEDDED.labels("refused").inc(len(refused))
         return len(rows), refused
 
     def _rewind(self) -> None:

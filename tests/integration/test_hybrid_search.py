@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
-from memstream.launch import free_port
+from memstream.kafka import publish
+from memstream.launch import eventually, free_port
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers import degraded
 from memstream.providers.mysql import MySQLProvider
@@ -28,6 +29,7 @@ from memstream.store.schema import long_term_memory, memory_embedding
 from tests.fakes.embeddings import EmbeddingScript, Fault, embeddings_app
 from tests.fakes.http import serve
 from tests.support.api import client_for
+from tests.support.kafka import message, session_end
 from tests.support.settings import isolated_settings
 
 pytestmark = pytest.mark.integration
@@ -351,6 +353,29 @@ async def test_backfill_passes_over_a_text_the_endpoint_refuses(
     assert ids == {stored[0].id, stored[2].id}
 
 
+async def restamp(db: AsyncEngine, ids: list[str], seconds_ago: float) -> None:
+    """Give memories a time of writing ``seconds_ago`` (another writer's clock, an import)."""
+    stamp = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=seconds_ago)
+    async with db.begin() as conn:
+        t = long_term_memory
+        await conn.execute(update(t).where(t.c.id.in_(ids)).values(created_at=stamp))
+
+
+async def test_backfill_embeds_new_memories_before_an_old_backlog(
+    db: AsyncEngine, server: str, tenant: str
+) -> None:
+    provider = MySQLProvider(db)
+    backlog = await provider.add([memory(tenant, f"Old fact number {n}.") for n in range(4)])
+    await restamp(db, [m.id for m in backlog], 2 * 86400)
+    (new,) = await provider.add([memory(tenant, "Written just now.")])
+    job = backfill(db, server, tenant, per_tick=2)
+    assert (await job.tick()).stored == 1
+    query = select(memory_embedding.c.memory_id).where(memory_embedding.c.tenant_id == tenant)
+    async with db.connect() as conn:
+        assert list((await conn.execute(query)).scalars()) == [new.id]
+    assert (await job.run_until_done()).stored == 4
+
+
 async def test_backfill_sees_rows_committed_late_with_an_earlier_time(
     db: AsyncEngine, server: str, tenant: str
 ) -> None:
@@ -361,10 +386,7 @@ async def test_backfill_sees_rows_committed_late_with_an_earlier_time(
 
     async def written_at(content: str, seconds_ago: float) -> None:
         stored = await provider.add([memory(tenant, content)])
-        stamp = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=seconds_ago)
-        async with db.begin() as conn:
-            t = long_term_memory
-            await conn.execute(update(t).where(t.c.id == stored[0].id).values(created_at=stamp))
+        await restamp(db, [stored[0].id], seconds_ago)
 
     # Stamped before the newest memory handled, but within the lookback: the next tick.
     await written_at("Stamped half a minute ago by a slow writer.", 30)
@@ -416,3 +438,31 @@ async def test_the_load_path_finds_by_meaning_and_says_when_it_cannot(
         searched = (await api.post("/v1/memories/search", json=search)).json()
         assert searched["items"][0]["content"] == FACTS[2]
         assert searched["degraded"] == ["embeddings"]
+
+
+async def test_a_worker_embeds_the_memories_its_long_term_chain_stores(
+    services: Settings, server: str, tenant: str, start_worker
+) -> None:
+    """The backfill runs in the worker (on its group's leader) once an endpoint is set."""
+    settings = isolated_settings(embedding_base_url=server, embedding_model=MODEL)
+    start_worker(settings)
+    said = [
+        message(tenant, "c1", 0, role="user", content="I am vegetarian and I live in Berlin."),
+        message(tenant, "c1", 1, role="assistant", content="Noted."),
+    ]
+    await publish(settings, "message-written", said)
+    await publish(settings, "session-ended", [session_end(tenant, "c1")])
+    engine = create_engine(settings.database_url)
+    live = select(func.count()).where(
+        long_term_memory.c.tenant_id == tenant, long_term_memory.c.deleted_at.is_(None)
+    )
+
+    async def embedded() -> bool:
+        async with engine.connect() as conn:
+            stored = int((await conn.execute(live)).scalar_one())
+        return stored > 0 and await vector_count(engine, tenant) == stored
+
+    try:
+        await eventually(embedded, within=120, what="a vector for every memory the chain stored")
+    finally:
+        await engine.dispose()
