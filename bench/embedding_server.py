@@ -20,23 +20,21 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import numpy.typing as npt
 import uvicorn
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
-from memstream.launch import free_port
+from memstream.errors import ServiceUnavailable
+from memstream.launch import Launched, free_port
 
 # The model's packages come with the bench extra; imported where used, so that ``running()``
 # can say what is missing instead of failing on import.
@@ -189,31 +187,21 @@ def running(threads: int = 2, within: float = 120.0) -> Iterator[str]:
         )
     port = free_port()
     command = [sys.executable, "-m", "bench.embedding_server", "--port", str(port)]
-    process = subprocess.Popen(
-        [*command, "--threads", str(threads)], cwd=Path(__file__).resolve().parent.parent
-    )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + within
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the embeddings server exited with code {process.returncode}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the embeddings server did not answer within {within:g} s")
-            time.sleep(0.2)
+        server = Launched.start(
+            [*command, "--threads", str(threads)],
+            ready_url=f"{url}/healthz",
+            timeout=within,
+            cwd=Path(__file__).resolve().parent.parent,
+            name="the embeddings server",
+        )
+    except ServiceUnavailable as exc:
+        raise RuntimeError(str(exc)) from None
+    try:
         yield f"{url}/v1"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        server.stop(timeout=10)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
