@@ -1,4 +1,4 @@
-"""The history stage agent: ``message-written`` into the record and the hot cache."""
+"""The history stage: ``message-written`` into the record and the hot cache."""
 
 from __future__ import annotations
 
@@ -147,9 +147,9 @@ stage: HistoryStage | None = None
 @app.task  # type: ignore[untyped-decorator]
 async def history() -> None:
     """The history stage reads ``message-written`` with a plain Kafka consumer of its own
-    (group ``<app id>.history``, memstream.roles) rather than a Faust agent: Faust builds an
-    event, a task switch and an acknowledgement for each message, most of a worker's CPU at
-    ingest rates, where this reads and commits whole batches."""
+    (in the group ``MEMSTREAM_APP_ID``, memstream.roles) rather than a Faust agent: Faust
+    builds an event, a task switch and an acknowledgement for each message, most of a worker's
+    CPU at ingest rates, where this reads and commits whole batches."""
     global stage
     resources = Resources.open(settings)  # its own pool: ingest never waits on other stages
     writer = HistoryWriter(
