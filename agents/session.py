@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import defaultdict
 from functools import cache
 from typing import Any
 
@@ -24,6 +26,7 @@ HISTORY_WAIT_SECONDS = 30.0
 """How long a session end waits for its messages before it is tried again later."""
 BURST = 200  # session ends read, waited for and handled together
 BURST_SECONDS = 0.5  # how long a burst waits for more session ends
+AT_ONCE = 8  # sessions of different conversations handled side by side (within the pool)
 
 
 @cache
@@ -66,6 +69,22 @@ async def stored(events: list[faust.EventT[Any]]) -> None:
     )
 
 
+async def handle_burst(settle: Settle, events: list[faust.EventT[Any]]) -> None:
+    """The sessions of different conversations side by side (``AT_ONCE`` at most: each waits
+    on the database and the broker more than it computes), each conversation's in order.
+    Events are keyed by their conversation; unkeyed ones are handled one after another."""
+    by_conversation: dict[bytes | None, list[faust.EventT[Any]]] = defaultdict(list)
+    for event in events:
+        by_conversation[event.message.key].append(event)
+    limit = asyncio.Semaphore(AT_ONCE)
+
+    async def in_order(conversation: list[faust.EventT[Any]]) -> None:
+        async with limit:
+            await settle.one_by_one(conversation, parse_session_end, handle)
+
+    await asyncio.gather(*(in_order(c) for c in by_conversation.values()))
+
+
 @app.agent(session_ended)
 async def session(stream: faust.StreamT[Any]) -> None:
     """Events of one conversation share a partition, so one worker handles a session at a time
@@ -79,4 +98,4 @@ async def session(stream: faust.StreamT[Any]) -> None:
         except Exception as exc:
             await settle.failed(events, exc)
             continue
-        await settle.one_by_one(events, parse_session_end, handle)
+        await handle_burst(settle, events)
