@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from memstream import offsets, readiness
 from memstream.kafka import live_members, partitions_of, publish, stop_consumer
-from memstream.launch import eventually
+from memstream.launch import eventually, free_port
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from memstream.store.summaries import SummaryStore
@@ -72,7 +72,7 @@ async def test_roles_run_apart_each_in_its_own_group(
     # Ready means every role has a consuming worker: ingest alone is not the whole system.
     assert not alone.consuming
     assert alone.check() == "error: no worker consumes the stage role(s) summary, longterm"
-    memory = settings.model_copy(update={"worker_web_port": settings.worker_web_port + 1})
+    memory = settings.model_copy(update={"worker_web_port": free_port()})
     start_worker(memory, "memory", stages="summary,longterm")
 
     async def all_consume() -> bool:
