@@ -18,8 +18,8 @@ from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore
 from tests.fakes.http import serve
 from tests.fakes.llm import Script, llm_app
-from tests.fakes.mem0 import Mem0State, mem0_app
-from tests.fakes.memos import MemOSState, memos_app
+from tests.fakes.mem0 import MEM0_KEY, Mem0State, mem0_app
+from tests.fakes.memos import MEMOS_KEY, MemOSState, memos_app
 from tests.support.processes import WorkerProcess
 from tests.support.settings import isolated_settings, unique
 
@@ -116,3 +116,23 @@ def mem0_server() -> Iterator[tuple[str, Mem0State]]:
     state = Mem0State()
     with serve(mem0_app(state)) as url:
         yield url, state
+
+
+@pytest.fixture
+def servers(
+    services: Settings,
+    memos_server: tuple[str, MemOSState],
+    mem0_server: tuple[str, Mem0State],
+) -> tuple[Settings, MemOSState, Mem0State]:
+    """Settings of this test's own on the fake MemOS and Mem0 servers, emptied first."""
+    (memos_url, memos), (mem0_url, mem0) = memos_server, mem0_server
+    memos.reset()
+    mem0.reset()
+    settings = isolated_settings(
+        memos_url=memos_url,
+        memos_api_key=MEMOS_KEY,
+        mem0_url=mem0_url,
+        mem0_api_key=MEM0_KEY,
+        agent_config_cache_seconds=0,
+    )
+    return settings, memos, mem0

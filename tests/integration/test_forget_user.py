@@ -24,31 +24,12 @@ from memstream.store.schema import (
     processed_mark,
     provider_memory,
 )
-from tests.fakes.mem0 import MEM0_KEY, Mem0State
-from tests.fakes.memos import MEMOS_KEY, MemOSState
+from tests.fakes.mem0 import Mem0State
+from tests.fakes.memos import MemOSState
 from tests.support.api import client_for
 from tests.support.settings import isolated_settings
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def servers(
-    services: Settings,
-    memos_server: tuple[str, MemOSState],
-    mem0_server: tuple[str, Mem0State],
-) -> tuple[Settings, MemOSState, Mem0State]:
-    (memos_url, memos), (mem0_url, mem0) = memos_server, mem0_server
-    memos.reset()
-    mem0.reset()
-    settings = isolated_settings(
-        memos_url=memos_url,
-        memos_api_key=MEMOS_KEY,
-        mem0_url=mem0_url,
-        mem0_api_key=MEM0_KEY,
-        agent_config_cache_seconds=0,
-    )
-    return settings, memos, mem0
 
 
 async def configure(api: httpx.AsyncClient, tenant: str, agent: str, provider: str) -> None:

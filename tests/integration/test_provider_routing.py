@@ -22,25 +22,6 @@ from tests.support.settings import isolated_settings
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def servers(
-    services: Settings,
-    memos_server: tuple[str, MemOSState],
-    mem0_server: tuple[str, Mem0State],
-) -> tuple[Settings, MemOSState, Mem0State]:
-    (memos_url, memos), (mem0_url, mem0) = memos_server, mem0_server
-    memos.reset()
-    mem0.reset()
-    settings = isolated_settings(
-        memos_url=memos_url,
-        memos_api_key=MEMOS_KEY,
-        mem0_url=mem0_url,
-        mem0_api_key=MEM0_KEY,
-        agent_config_cache_seconds=0,
-    )
-    return settings, memos, mem0
-
-
 async def configure(api: httpx.AsyncClient, tenant: str, agent: str, provider: str | None) -> None:
     response = await api.put(
         f"/v1/agents/{agent}/config",
