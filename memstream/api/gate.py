@@ -3,8 +3,10 @@
 FastAPI reads and parses a body before the route (and its tenant check) runs, so without this
 one large body from anyone who can reach the port costs the process its size several times
 over. Here an unknown key is refused (401) before any of the body is read, and a body over
-``MEMSTREAM_API_MAX_BODY_BYTES`` is refused (413) whether it announces its length or streams
-in chunks; the route still decides whether the key may touch the request's tenant (403).
+``MEMSTREAM_API_MAX_BODY_BYTES`` is refused (413): at once when its announced length is over,
+else as soon as the bytes received are, whatever its headers say (a ``Transfer-Encoding`` is
+case-insensitive, and no check of a header's spelling can be trusted to match the server's).
+The route still decides whether the key may touch the request's tenant (403).
 """
 
 from __future__ import annotations
@@ -44,47 +46,59 @@ class Gate:
         if length is not None:
             if not length.isdigit():
                 await _refuse(send, 400, "bad_request", "Content-Length is not a number")
-            elif int(length) > self.max_body_bytes:
-                await _refuse(send, 413, "payload_too_large", self._too_large())
-            else:
-                # The server holds the body to its announced length.
-                await self.app(scope, receive, send)
-            return
-        if b"chunked" not in headers.get(b"transfer-encoding", b""):
-            await self.app(scope, receive, send)
-            return
-        # A streamed body: read it here, up to the limit, and hand it on whole.
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunk: bytes = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
+                return
+            if int(length) > self.max_body_bytes:
                 await _refuse(send, 413, "payload_too_large", self._too_large())
                 return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+        # Whatever the headers announce (a Transfer-Encoding in any spelling, a length or
+        # none), what arrives is counted: the limit holds even where a header is misread.
+        body = _Counted(receive, send, self.max_body_bytes, self._too_large())
+        try:
+            await self.app(scope, body.receive, body.send)
+        except _TooLarge:
+            if not body.refused:
+                raise
 
     def _too_large(self) -> str:
         return f"request bodies are limited to {self.max_body_bytes} bytes"
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
+class _TooLarge(Exception):
+    """Raised to the app reading a body past the limit, once the 413 is sent."""
 
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()  # only a disconnect is left to wait for
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
 
-    return replay
+class _Counted:
+    """One request's ``receive`` and ``send``: counts the body's bytes, answers 413 once they
+    are over the limit and drops what the app sends after that."""
+
+    __slots__ = ("_receive", "_send", "limit", "message", "received", "refused", "started")
+
+    def __init__(self, receive: Receive, send: Send, limit: int, message: str) -> None:
+        self._receive = receive
+        self._send = send
+        self.limit = limit
+        self.message = message
+        self.received = 0
+        self.started = False
+        self.refused = False
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self.limit:
+                if not self.started:
+                    self.started = self.refused = True
+                    await _refuse(self._send, 413, "payload_too_large", self.message)
+                raise _TooLarge(self.message)
+        return message
+
+    async def send(self, message: Message) -> None:
+        if self.refused:
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
 
 
 async def _refuse(send: Send, status: int, code: str, message: str) -> None:

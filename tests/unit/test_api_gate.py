@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -56,6 +57,34 @@ async def test_a_streamed_body_is_counted_as_it_comes() -> None:
         over = await client.post("/v1/echo", content=chunks(LIMIT * 4))
     assert within.status_code == 200 and within.json() == {"bytes": LIMIT}
     assert over.status_code == 413 and over.json()["error"]["code"] == "payload_too_large"
+
+
+async def test_a_body_is_counted_whatever_its_headers_say() -> None:
+    """No Content-Length and a Transfer-Encoding no check would match: still refused at the
+    limit, and nothing the app sends afterwards reaches the client."""
+    app = Starlette(routes=[Route("/v1/echo", echo, methods=["POST"])])
+    gate = Gate(app, max_body_bytes=LIMIT, keys={})
+    pieces = [b"x" * 512] * 8
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        body = pieces.pop() if pieces else b""
+        return {"type": "http.request", "body": body, "more_body": bool(pieces)}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/echo",
+        "headers": [(b"transfer-encoding", b"Chunked")],
+        "query_string": b"",
+    }
+    await gate(scope, receive, send)
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[0]["status"] == 413
+    assert len(pieces) == 3  # the rest was never asked for
 
 
 async def test_a_malformed_length_is_a_bad_request() -> None:
