@@ -1,6 +1,6 @@
 """The conflict stage: plan each session against the live memories of its user, and apply the
 plan (write new memories first, then expire the old), one session of a user after the other
-(``memstream.longterm.order``)."""
+(``memstream.longterm.user_queue``)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from memstream.agents.dedupe import read
 from memstream.agents.persist import read as read_plan
 from memstream.events.deadletter import SourceRecord
 from memstream.longterm.conflict import LLMConflictResolver
-from memstream.longterm.order import Admission, Outcomes, UserOrder
 from memstream.longterm.payloads import dumps
 from memstream.longterm.retention import Retention
 from memstream.longterm.stages import persist, plan
+from memstream.longterm.user_queue import Admission, Outcomes, UserOrder
 from memstream.retry import failure_reason
 from memstream.streams import shared
 from memstream.streams.app import app, settings

@@ -12,7 +12,7 @@ import faust
 from memstream import metrics
 from memstream.events.deadletter import SourceRecord
 from memstream.events.parse import SessionEnded, parse_session_end
-from memstream.longterm.ordering import HistoryOrdering
+from memstream.longterm.history_wait import HistoryOrdering
 from memstream.longterm.payloads import Session, dumps
 from memstream.longterm.stages import collect
 from memstream.store.agents import long_term_enabled

@@ -58,3 +58,9 @@ class MemoryItem:
     kind: MemoryKind = "fact"
     occurred_at: datetime | None = None
     extra: dict[str, object] = field(default_factory=dict)
+
+
+def is_provisional(item: MemoryItem) -> bool:
+    """Whether an added item's id is a temporary one its provider has not confirmed (MemOS
+    adding asynchronously): the memory may still vanish, so nothing may rely on it yet."""
+    return bool(item.extra.get("provisional"))

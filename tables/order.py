@@ -1,4 +1,4 @@
-"""The per-user queues of the conflict stage (``memstream.longterm.order``): records of one
+"""The per-user queues of the conflict stage (``memstream.longterm.user_queue``): records of one
 (tenant, user) applied in the order they arrived, the later ones waiting while an earlier one
 waits out an outage. Partitioned like ``lt-conflict`` and changed only by the conflict stage
 while it handles a record of that partition, so its changelog topic is the queues' record and

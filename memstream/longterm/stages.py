@@ -5,7 +5,7 @@ judge    -> dedupe   : candidate memories (LLM or rules)
 dedupe   -> conflict : candidates de-duplicated within the session, re-keyed by (tenant, user)
 conflict             : what to store and which live memories to expire (``plan``), then
                        writing new first and expiring old (``persist``), one session of a
-                       user after the other (``memstream.longterm.order``)
+                       user after the other (``memstream.longterm.user_queue``)
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from memstream.longterm.conflict import LLMConflictResolver, resolve
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session
 from memstream.longterm.retention import Retention, expired_episodes
-from memstream.memory import MemoryItem, NewMemory
+from memstream.memory import MemoryItem, NewMemory, is_provisional
 from memstream.providers.base import LongTermProvider
-from memstream.providers.memos import is_provisional
 from memstream.store.marks import MarkStore, mark_of
 from memstream.store.messages import MessageStore
 from memstream.text.normalise import fold_spaces_and_case

@@ -245,17 +245,6 @@ def parse_time(value: object) -> datetime | None:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
 
 
-def escape_part(part: str) -> str:
-    """One component of a namespaced id, with ``%`` and ``:`` escaped so that joining
-    components with ``:`` is injective (tenant ``a:b`` + user ``c`` never equals tenant ``a``
-    + user ``b:c``)."""
-    return part.replace("%", "%25").replace(":", "%3A")
-
-
-def namespaced(*parts: str) -> str:
-    return ":".join(escape_part(p) for p in parts)
-
-
 def importance_of(value: object) -> int:
     """An importance in 1..10 from whatever a server kept (5 when it kept nothing usable)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):

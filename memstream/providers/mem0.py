@@ -68,15 +68,13 @@ from memstream.providers.http import (
     ProviderHttp,
     base_url_of,
     clamp01,
-    escape_part,
     importance_of,
     kind_of,
-    namespaced,
     parse_time,
     time_text,
     validate_new,
 )
-from memstream.providers.mysql import content_hash
+from memstream.providers.identity import content_hash, escape_part, namespaced
 from memstream.retrieval import RELATIVITY
 from memstream.text.normalise import fold_spaces_and_case
 

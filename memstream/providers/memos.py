@@ -94,16 +94,14 @@ from memstream.providers.http import (
     ProviderHttp,
     base_url_of,
     clamp01,
-    escape_part,
     importance_of,
     kind_of,
-    namespaced,
     parse_time,
     snippet,
     time_text,
     validate_new,
 )
-from memstream.providers.mysql import content_hash
+from memstream.providers.identity import content_hash, escape_part, namespaced
 from memstream.retrieval import RELATIVITY
 from memstream.text.normalise import fold_spaces_and_case
 
@@ -116,12 +114,6 @@ BUCKETS: tuple[MemoryType, ...] = MEMORY_TYPES
 _DEAD_STATES = frozenset({"deleted", "archived"})
 
 AgentsOf = Callable[[str], Awaitable[Sequence[str]]]
-
-
-def is_provisional(item: MemoryItem) -> bool:
-    """Whether an added item's id is a temporary one MemOS has not confirmed (module
-    docstring): the memory may still vanish, so nothing may rely on it being stored yet."""
-    return bool(item.extra.get("provisional"))
 
 
 def memos_user(tenant_id: str, user_id: str) -> str:

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import hashlib
 import heapq
 import logging
 import time
@@ -97,6 +96,7 @@ from memstream.memory import (
 )
 from memstream.providers import degraded
 from memstream.providers.http import PROVIDER_FAILURES
+from memstream.providers.identity import content_hash
 from memstream.retrieval import MMR_LAMBDA, RELATIVITY, LexicalIndex, mmr, normalised
 from memstream.store.schema import long_term_memory as t
 from memstream.store.schema import memory_embedding as e
@@ -113,11 +113,6 @@ INLINE_UPDATE_LIMIT = 100
 # (a cold cache, embeddings just switched on) read all of the user's vectors at once.
 VECTOR_LOOKUP_LIMIT = 2_000
 MEMORY_KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
-
-
-def content_hash(content: str) -> str:
-    """SHA-256 (hex) of the normalised content: the per-cube duplicate key."""
-    return hashlib.sha256(fold_spaces_and_case(content).encode("utf-8")).hexdigest()
 
 
 def _now() -> datetime:

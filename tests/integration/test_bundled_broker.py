@@ -19,7 +19,7 @@ from memstream.cli.dev import listening, start_bundled_broker
 from memstream.errors import HistoryBehind
 from memstream.kafka import admin_client, ensure_topics, publish, wait_for_broker
 from memstream.launch import eventually, free_port
-from memstream.longterm.ordering import HistoryOrdering
+from memstream.longterm.history_wait import HistoryOrdering
 from memstream.roles import history_group
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory

@@ -1,4 +1,4 @@
-"""Per-user serial order (memstream.longterm.order) over a plain dict standing in for the Faust
+"""Per-user serial order (memstream.longterm.user_queue) over a plain dict standing in for the Faust
 table: who is applied when, what waits, what is retried, dead-lettered or remembered."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from memstream.errors import ProviderUnavailable
 from memstream.events.deadletter import SourceRecord
 from memstream.longterm.backoff import Failing
-from memstream.longterm.order import MAX_APPLIED_PER_RECORD, Admission, Outcomes, UserOrder
+from memstream.longterm.user_queue import MAX_APPLIED_PER_RECORD, Admission, Outcomes, UserOrder
 from memstream.retry import failure_reason
 
 OWNER = b'["t1","u1"]'
