@@ -41,6 +41,13 @@ app = faust.App(
     web_enabled=settings.worker_web_port != 0,
     web_port=settings.worker_web_port or 6066,
     web_bind=settings.worker_web_host,
+    # The port serves /metrics (streams/worker.py) and nothing else: Faust's own views show
+    # tables, partition assignments and topology to anyone who reaches it, with no key.
+    web_router_enabled=False,
+    web_tables_enabled=False,
+    web_graph_enabled=False,
+    web_stats_enabled=False,
+    web_metrics_enabled=False,
     datadir=str(_datadir),
     # Offsets of acknowledged events are committed this often; unacknowledged ones never are.
     broker_commit_interval=1.0,
