@@ -34,7 +34,8 @@ from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
 from memstream.errors import ServiceUnavailable
-from memstream.launch import Launched, free_port
+from memstream.launch import Launched
+from tests.support.settings import free_port
 
 # The model's packages come with the bench extra; imported where used, so that ``running()``
 # can say what is missing instead of failing on import.

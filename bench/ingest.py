@@ -55,7 +55,7 @@ from memstream.kafka import (
     producer,
     stop_consumer,
 )
-from memstream.launch import Launched, eventually, free_port, memstream_argv, settings_env, stop_all
+from memstream.launch import Launched, memstream_argv, settings_env, stop_all
 from memstream.roles import ROLES, group_id, inputs_of, reading_group
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
@@ -64,6 +64,8 @@ from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.schema import conversation_message
 from memstream.store.summaries import SummaryStore
 from memstream.text.tokens import count_tokens
+from tests.support.settings import free_port
+from tests.support.waiting import eventually
 
 EVENTS = 50_000
 CONVERSATIONS = 500

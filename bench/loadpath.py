@@ -51,7 +51,7 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.support import REPO, isolated_settings, print_top
-from memstream.launch import Launched, free_port, memstream_argv, settings_env
+from memstream.launch import Launched, memstream_argv, settings_env
 from memstream.memory import USER_PROFILE, MemoryType, NewMemory, agent_cube
 from memstream.providers.mysql import MySQLProvider
 from memstream.settings import Settings
@@ -60,6 +60,7 @@ from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.summaries import Summary, SummaryStore
 from memstream.text.tokens import count_many, count_tokens
+from tests.support.settings import free_port
 
 CONVERSATIONS = 2_000
 MESSAGES = 200  # per conversation, all of them cached

@@ -32,7 +32,6 @@ from bench.locomo import CATEGORIES, KS, OkapiBM25, Recall, data_path, load
 from bench.support import isolated_settings, log_dir, start_worker
 from memstream.embeddings.client import EmbeddingClient
 from memstream.kafka import caught_up, publish
-from memstream.launch import eventually, free_port
 from memstream.providers.mysql import MySQLProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
@@ -41,6 +40,8 @@ from memstream.store.messages import MessageStore
 from memstream.store.schema import long_term_memory as ltm
 from memstream.store.schema import memory_embedding as vectors_table
 from memstream.text.tokens import count_tokens
+from tests.support.settings import free_port
+from tests.support.waiting import eventually
 
 BURST = 200
 PACED = 100

@@ -9,9 +9,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from memstream import launch
-from memstream.launch import Launched, start_memstream
+from memstream.launch import Launched
 from memstream.settings import Settings
+from tests.support.processes import start_memstream
+from tests.support.settings import own_settings
 
 REPO = Path(__file__).resolve().parent.parent
 # The settings the figures in BENCHMARKS.md were measured with.
@@ -20,7 +21,7 @@ BENCH_DEFAULTS: dict[str, Any] = {"topic_partitions": 4, "batch_within_seconds":
 
 def isolated_settings(**overrides: Any) -> Settings:
     """Settings on the shared services with this run's own topics, group and cache keys."""
-    return launch.isolated_settings("bench", **{**BENCH_DEFAULTS, **overrides})
+    return own_settings("bench", **{**BENCH_DEFAULTS, **overrides})
 
 
 def log_dir(name: str) -> Path:

@@ -1,21 +1,16 @@
 """Run processes side by side on one machine and wait until they answer: how ``memstream dev``
-starts the broker, the worker and the API, and how the tests and benchmarks run workers, APIs
-and other servers, each on settings of its own against the shared services."""
+starts the broker, the worker and the API (the tests and benchmarks start theirs with it too)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -30,12 +25,6 @@ def memstream_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "memstream", *args]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def settings_env(settings: Settings) -> dict[str, str]:
     """The environment that makes a child process build exactly ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
@@ -44,20 +33,6 @@ def settings_env(settings: Settings) -> dict[str, str]:
             value = value.get_secret_value()
         env[f"MEMSTREAM_{name.upper()}"] = str(value)
     return env
-
-
-def isolated_settings(label: str, **overrides: Any) -> Settings:
-    """Settings on the shared services with topics, consumer group, cache keys and worker port
-    of their own, so that runs side by side never see each other's data."""
-    tag = f"{label}-{uuid.uuid4().hex[:10]}"
-    values: dict[str, Any] = {
-        "app_id": tag,
-        "topic_prefix": f"{tag}.",
-        "cache_prefix": f"{tag}:",
-        "worker_web_port": free_port(),
-    }
-    values.update(overrides)
-    return Settings(**values)
 
 
 def api_url(settings: Settings) -> str:
@@ -151,28 +126,6 @@ class Launched:
         return ServiceUnavailable(f"{self.name} {what}{where}")
 
 
-def start_memstream(
-    command: str,
-    settings: Settings,
-    *,
-    log_path: Path | None = None,
-    cwd: Path | None = None,
-    timeout: float = 30.0,
-) -> Launched:
-    """``memstream COMMAND`` in its own process on ``settings``, as deployed; ``api`` returns
-    once its ``/healthz`` answers."""
-    ready = f"{api_url(settings)}/healthz" if command == "api" else None
-    return Launched.start(
-        memstream_argv(command),
-        env=settings_env(settings),
-        ready_url=ready,
-        timeout=timeout,
-        log_path=log_path,
-        cwd=cwd,
-        name=f"memstream {command}",
-    )
-
-
 def stop_all(
     launched: Sequence[Launched], sig: int = signal.SIGTERM, timeout: float = 15.0
 ) -> None:
@@ -188,17 +141,3 @@ def stop_all(
         except subprocess.TimeoutExpired:
             p.proc.kill()
             p.proc.wait()
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], *, within: float = 60, what: str = "condition"
-) -> None:
-    """Poll ``check`` until it holds; raise TimeoutError naming ``what`` after ``within``
-    seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        if await check():
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.25)

@@ -17,7 +17,7 @@ from typing import Any
 import uvicorn
 from fastapi.responses import JSONResponse, Response
 
-from memstream.launch import free_port
+from tests.support.settings import free_port
 
 
 @contextmanager

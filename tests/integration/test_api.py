@@ -9,7 +9,6 @@ from typing import Any
 import httpx
 import pytest
 
-from memstream.launch import eventually, free_port
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.messages import StoredMessage
@@ -17,7 +16,8 @@ from memstream.store.schema import conversation_summary
 from memstream.text.tokens import count_tokens
 from tests.support.api import client_for
 from tests.support.faults import proxied_database
-from tests.support.settings import isolated_settings
+from tests.support.settings import free_port, isolated_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from memstream.launch import free_port
 from tests.support.processes import api_process
-from tests.support.settings import isolated_settings
+from tests.support.settings import free_port, isolated_settings
 
 pytestmark = pytest.mark.integration
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from memstream.launch import Launched, free_port, start_memstream
+from memstream.launch import Launched
 from memstream.settings import Settings
 from tests.support import REPO
-from tests.support.settings import isolated_settings
+from tests.support.processes import start_memstream
+from tests.support.settings import free_port, isolated_settings
 
 pytestmark = pytest.mark.integration
 

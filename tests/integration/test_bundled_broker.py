@@ -18,13 +18,13 @@ from memstream import offsets
 from memstream.cli.dev import listening, start_bundled_broker
 from memstream.errors import HistoryBehind
 from memstream.kafka import admin_client, ensure_topics, publish, wait_for_broker
-from memstream.launch import eventually, free_port
 from memstream.longterm.history_wait import HistoryOrdering
 from memstream.roles import history_group
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from tests.support.kafka import message
-from tests.support.settings import isolated_settings
+from tests.support.settings import free_port, isolated_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

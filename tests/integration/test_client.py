@@ -21,13 +21,13 @@ from memstream.client import (
     SyncPublisher,
 )
 from memstream.kafka import ensure_topics
-from memstream.launch import eventually, free_port
 from memstream.loadpath.models import ContextResponse
 from memstream.settings import Settings
 from tests.support.faults import TcpProxy
 from tests.support.kafka import read_topic
 from tests.support.processes import api_process
-from tests.support.settings import isolated_settings, unique
+from tests.support.settings import free_port, isolated_settings, unique
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -15,13 +15,12 @@ import httpx
 import pytest
 
 from memstream.kafka import publish
-from memstream.launch import free_port
 from memstream.settings import Settings
 from memstream.store.messages import MessageStore
 from tests.support import REPO
 from tests.support.kafka import message
 from tests.support.processes import api_process
-from tests.support.settings import isolated_settings, unique
+from tests.support.settings import free_port, isolated_settings, unique
 from tests.support.stats import message as stored_message
 from tests.support.stats import seed
 

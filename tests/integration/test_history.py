@@ -10,7 +10,6 @@ import pytest
 import redis.asyncio as aioredis
 
 from memstream.kafka import caught_up, ensure_topics, producer, publish
-from memstream.launch import eventually
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore
@@ -18,6 +17,7 @@ from memstream.text.tokens import count_tokens
 from tests.support.kafka import message, read_topic
 from tests.support.processes import run_cli
 from tests.support.settings import unique
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
 from memstream.kafka import publish
-from memstream.launch import eventually, free_port
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers import degraded
 from memstream.providers.mysql import MySQLProvider
@@ -30,7 +29,8 @@ from tests.fakes.embeddings import EmbeddingScript, Fault, embeddings_app
 from tests.fakes.http import serve
 from tests.support.api import client_for
 from tests.support.kafka import message, session_end
-from tests.support.settings import isolated_settings
+from tests.support.settings import free_port, isolated_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,6 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.kafka import publish
-from memstream.launch import eventually, free_port
 from memstream.memory import NewMemory
 from memstream.providers.mysql import MySQLProvider
 from memstream.settings import Settings
@@ -32,7 +31,8 @@ from tests.fakes.mem0 import MEM0_KEY, Mem0State
 from tests.support.api import client_for
 from tests.support.faults import proxied_database
 from tests.support.kafka import message
-from tests.support.settings import isolated_settings
+from tests.support.settings import free_port, isolated_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,6 @@ import pytest
 from sqlalchemy import select
 
 from memstream.kafka import publish
-from memstream.launch import eventually
 from memstream.providers.mysql import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.schema import conversation_summary, long_term_memory
@@ -17,6 +16,7 @@ from tests.support.api import client_for
 from tests.support.faults import proxied_database
 from tests.support.kafka import message, read_topic
 from tests.support.settings import isolated_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -16,11 +16,12 @@ import pytest
 from sqlalchemy import inspect
 
 from memstream.cli.dev import listening
-from memstream.launch import eventually, free_port
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore
 from tests.support.kafka import message, read_topic
 from tests.support.processes import run_cli
+from tests.support.settings import free_port
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.settings import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -99,7 +101,7 @@ def test_the_installed_dev_command_serves_the_api(
     installed: tuple[Path, Path], tmp_path: Path
 ) -> None:
     _, venv = installed
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTREAM_", "PYTHON"))}
     env["MEMSTREAM_API_PORT"] = str(port)
     with (tmp_path / "dev.log").open("wb") as log:
@@ -139,11 +141,3 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -10,14 +10,13 @@ from typing import Any
 import httpx
 import pytest
 
-from memstream.launch import free_port
 from memstream.providers.mem0 import mem0_user
 from memstream.providers.memos import memos_cube
 from memstream.settings import Settings
 from tests.fakes.mem0 import MEM0_KEY, Mem0State
 from tests.fakes.memos import MEMOS_KEY, MemOSState
 from tests.support.api import client_for
-from tests.support.settings import isolated_settings
+from tests.support.settings import free_port, isolated_settings
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,6 @@ import pytest
 from sqlalchemy import insert, select
 
 from memstream.kafka import PUBLIC_TOPICS, ensure_topics, internal_topics, publish
-from memstream.launch import eventually
 from memstream.longterm.models import Candidate
 from memstream.longterm.payloads import Session, dumps
 from memstream.providers.mysql import MySQLProvider
@@ -19,6 +18,7 @@ from tests.support.api import client_for
 from tests.support.kafka import read_topic
 from tests.support.processes import run_cli
 from tests.support.settings import isolated_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

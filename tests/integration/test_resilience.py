@@ -13,11 +13,11 @@ import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.kafka import caught_up, live_members, publish
-from memstream.launch import eventually, free_port
 from memstream.store.cache import RedisCache
 from tests.support.faults import proxied_database
 from tests.support.kafka import message
-from tests.support.settings import isolated_settings
+from tests.support.settings import free_port, isolated_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

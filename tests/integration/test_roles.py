@@ -15,12 +15,13 @@ from sqlalchemy import select
 
 from memstream import offsets, readiness
 from memstream.kafka import live_members, partitions_of, publish, stop_consumer
-from memstream.launch import eventually, free_port
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from memstream.store.summaries import SummaryStore
 from tests.support.kafka import message, session_end
 from tests.support.processes import run_cli
+from tests.support.settings import free_port
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -13,11 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from memstream.kafka import live_members, publish
-from memstream.launch import eventually
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from memstream.store.summaries import SummaryStore
 from tests.support.kafka import message, session_end
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.kafka import PUBLIC_TOPICS, caught_up, ensure_topics, internal_topics, publish
-from memstream.launch import eventually
 from memstream.longterm.backoff import Failing, RetryRecord
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session, dumps
@@ -26,6 +25,7 @@ from tests.support.api import client_for
 from tests.support.faults import proxied_database
 from tests.support.kafka import message, read_topic
 from tests.support.settings import isolated_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

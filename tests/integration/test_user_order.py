@@ -11,7 +11,6 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.kafka import PUBLIC_TOPICS, ensure_topics, internal_topics, publish
-from memstream.launch import eventually
 from memstream.longterm.models import Candidate
 from memstream.longterm.payloads import Session, dumps
 from memstream.memory import USER_PROFILE
@@ -23,6 +22,7 @@ from tests.support.api import client_for
 from tests.support.faults import proxied_database
 from tests.support.kafka import read_topic
 from tests.support.settings import isolated_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

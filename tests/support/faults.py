@@ -7,9 +7,8 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from memstream.launch import free_port
 from memstream.settings import Settings
-from tests.support.settings import isolated_settings
+from tests.support.settings import free_port, isolated_settings
 
 
 async def proxied_database(base: Settings, **overrides: Any) -> tuple[TcpProxy, Settings]:

@@ -10,9 +10,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memstream.launch import Launched, api_url, memstream_argv, settings_env, start_memstream
+from memstream.launch import Launched, api_url, memstream_argv, settings_env
 from memstream.settings import Settings
 from tests.support import REPO
+
+
+def start_memstream(
+    command: str,
+    settings: Settings,
+    *,
+    log_path: Path | None = None,
+    cwd: Path | None = None,
+    timeout: float = 30.0,
+) -> Launched:
+    """``memstream COMMAND`` in its own process on ``settings``, as deployed; ``api`` returns
+    once its ``/healthz`` answers."""
+    ready = f"{api_url(settings)}/healthz" if command == "api" else None
+    return Launched.start(
+        memstream_argv(command),
+        env=settings_env(settings),
+        ready_url=ready,
+        timeout=timeout,
+        log_path=log_path,
+        cwd=cwd,
+        name=f"memstream {command}",
+    )
 
 
 class WorkerProcess:

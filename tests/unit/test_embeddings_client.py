@@ -10,10 +10,10 @@ import pytest
 
 from memstream.embeddings.client import EmbeddingClient
 from memstream.errors import ConfigurationError, EmbeddingError, MemstreamError
-from memstream.launch import free_port
 from memstream.settings import Settings
 from tests.fakes.embeddings import EmbeddingScript, Fault, embeddings_app, fake_vector
 from tests.fakes.http import serve
+from tests.support.settings import free_port
 
 
 @pytest.fixture(scope="module")

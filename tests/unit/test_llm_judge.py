@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 import pytest
 from prometheus_client import REGISTRY
 
-from memstream.launch import free_port
 from memstream.llm import LLMClient
 from memstream.longterm.judge import NEW_MARK, Judge
 from memstream.longterm.models import SessionMessage
 from tests.fakes.llm import Reply, Script
+from tests.support.settings import free_port
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 MODEL = "judge-model"

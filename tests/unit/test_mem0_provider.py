@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from memstream.errors import ProviderUnavailable
-from memstream.launch import free_port
 from memstream.memory import NewMemory
 from memstream.providers.mem0 import Mem0Provider, mem0_user, normalise_score
 from tests.fakes.mem0 import MEM0_KEY, Mem0State
 from tests.support.providers import new_memory, provider_failures
+from tests.support.settings import free_port
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from memstream.errors import ProviderUnavailable
-from memstream.launch import free_port
 from memstream.memory import NewMemory
 from memstream.providers.memos import MemOSProvider, memos_cube
 from tests.fakes.memos import MEMOS_KEY, MemOSState
 from tests.support.providers import new_memory, provider_failures
+from tests.support.settings import free_port
 
 
 @pytest.fixture
