@@ -15,7 +15,8 @@ from memstream import metrics
 from memstream.cpu import CpuPool
 from memstream.errors import InvalidEvent
 from memstream.events.checks import Conversation, read_summary_check
-from memstream.longterm.summary import fold_many, model_summary
+from memstream.shortterm.fold import fold_many
+from memstream.shortterm.llm_summary import model_summary
 from memstream.store.summaries import Covering, Summary, Uncovered
 from memstream.streams import shared
 from memstream.streams.app import app, settings

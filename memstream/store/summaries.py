@@ -21,7 +21,7 @@ CHUNK = 200  # conversations per query
 @dataclass(frozen=True, slots=True)
 class Summary:
     """A summary's text and token count; ``sentences`` is what an extractive summary keeps
-    for the next one (``memstream.longterm.summary``), None for a model's text."""
+    for the next one (``memstream.shortterm.fold``), None for a model's text."""
 
     text: str
     token_count: int

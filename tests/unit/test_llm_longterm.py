@@ -12,8 +12,9 @@ import pytest
 from memstream.llm import LLMClient
 from memstream.longterm.conflict import MAX_LLM_LIVE, LLMConflictResolver
 from memstream.longterm.models import Candidate
-from memstream.longterm.summary import extractive_summary, llm_summary
 from memstream.memory import MemoryItem
+from memstream.shortterm.fold import extractive_summary
+from memstream.shortterm.llm_summary import llm_summary
 from memstream.text.tokens import count_tokens
 from tests.fakes.llm import Script
 

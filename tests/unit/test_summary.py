@@ -11,17 +11,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memstream.llm import LLMClient
-from memstream.longterm import summary as summary_module
-from memstream.longterm.summary import (
+from memstream.shortterm import fold as summary_module
+from memstream.shortterm.fold import (
     extractive_summary,
     fit_budget,
     fold,
     is_filler,
-    llm_summary,
     score_sentence,
     sentences,
     truncate_tokens,
 )
+from memstream.shortterm.llm_summary import llm_summary
 from memstream.store.summaries import Summary
 from memstream.text.tokens import count_tokens
 

@@ -1,4 +1,4 @@
-"""Conversation summaries of about ``SUMMARY_BUDGET_TOKENS`` tokens.
+"""The extractive conversation summary of about ``SUMMARY_BUDGET_TOKENS`` tokens.
 
 ``fold`` needs no model. It keeps the previous summary (dropping its least informative
 sentences when space runs out) and adds the most informative sentences of the new messages,
@@ -20,36 +20,25 @@ Greetings and filler ("Hi!", "Thanks a lot!", "How can I help you today?", "你�
 are never kept. The result is counted exactly until it fits the budget: it never exceeds
 ``budget_tokens``.
 
-``llm_summary`` asks an OpenAI-compatible model to merge the previous summary with the new
-messages, and falls back to the extractive summary when the model fails or answers nothing;
-its answer is also cut to the budget. ``model_summary`` is its model half alone (None when the
-model gave nothing usable), for callers that run the fallback elsewhere.
-
-Everything here but the model call is CPU work with no IO: the summary stage runs it in a
+Everything here is CPU work with no IO: the summary stage runs it in a
 process of its own (``memstream.cpu``), never on the event loop.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import orjson
 
-from memstream.errors import LLMError
-from memstream.llm import LLMClient
 from memstream.store.summaries import Summary
 from memstream.text.normalise import comparison_form
 from memstream.text.scripts import WIDE
 from memstream.text.terms import tokenize
 from memstream.text.tokens import count_tokens, encoding
-
-log = logging.getLogger(__name__)
 
 SUMMARY_BUDGET_TOKENS = 2000
 MAX_SENTENCE_TOKENS = 120
@@ -60,12 +49,8 @@ PREVIOUS_BONUS = 0.5
 """Score bonus of the previous summary's sentences: they were chosen before."""
 TOP_UP_TRIES = 64
 """Sentences tried, with a recount each, to fill the budget the estimate left unused."""
-PROMPT_MESSAGE_TOKENS = 1000
-"""Each new message is cut to this many tokens in the LLM prompt."""
-PROMPT_TOKENS = 12000
-"""The LLM prompt's new messages are limited to this many tokens (the newest are kept)."""
 
-_ROLE_LABEL = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
+ROLE_LABEL = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
 _PREFIX = re.compile(r"^\s*(User|Assistant|System|Tool|用户|助手)\s*[:：]\s*", re.IGNORECASE)
 _PREFIX_ROLE = {"user": "user", "assistant": "assistant", "用户": "user", "助手": "assistant"}
 
@@ -369,7 +354,7 @@ def _previous_units(previous: str, order: int, group: int) -> tuple[list[_Unit],
         if m:
             label = m.group(1)
             role = _PREFIX_ROLE.get(label.lower()) or _PREFIX_ROLE.get(label)
-            prefix = f"{_ROLE_LABEL.get(role or '', label)}: "
+            prefix = f"{ROLE_LABEL.get(role or '', label)}: "
             line = line[m.end() :]
         for sentence in sentences(line):
             text, tokens = _sentence(sentence)
@@ -390,7 +375,7 @@ def _message_units(
     n = len(messages)
     for i, (role, content) in enumerate(messages):
         role = role.lower()
-        prefix = f"{_ROLE_LABEL.get(role, role.capitalize() or 'Message')}: "
+        prefix = f"{ROLE_LABEL.get(role, role.capitalize() or 'Message')}: "
         first = True
         for sentence in sentences(content or ""):
             text, tokens = _sentence(sentence)
@@ -515,88 +500,3 @@ def fit_budget(text: str, budget_tokens: int) -> str:
     while out and count_tokens(out) > budget_tokens:  # separators can merge into tokens
         out = truncate_tokens(out, budget_tokens - 1)
     return out
-
-
-SUMMARY_PROMPT = """You keep a running summary of a conversation between a user and an AI \
-assistant. Merge the previous summary (if any) with the new messages into one updated summary.
-Keep: facts about the user (who they are, preferences, circumstances), decisions and plans, \
-commitments, the assistant's key answers and recommendations, and questions that are still \
-open. Drop greetings, thanks and small talk. Keep names, numbers and dates exactly.
-Write plain text (short lines or sentences, no headings, no markdown), in the language of the \
-conversation, at most about {words} words. Answer with the summary only."""
-
-
-def summary_messages(
-    previous: str | None, messages: Sequence[tuple[str, str]], budget_tokens: int
-) -> list[dict[str, str]]:
-    """The chat request of ``llm_summary``: bounded, whatever the messages' size."""
-    lines: list[str] = []
-    used = 0
-    for role, content in reversed(messages):
-        label = _ROLE_LABEL.get(role.lower(), role.capitalize() or "Message")
-        line = f"{label}: {truncate_tokens((content or '').strip(), PROMPT_MESSAGE_TOKENS)}"
-        cost = count_tokens(line) + 1
-        if used + cost > PROMPT_TOKENS:
-            break
-        lines.append(line)
-        used += cost
-    transcript = "\n".join(reversed(lines))
-    prior = fit_budget(previous, budget_tokens) if previous and previous.strip() else "(none)"
-    words = max(20, int(budget_tokens * 0.6))
-    return [
-        {"role": "system", "content": SUMMARY_PROMPT.format(words=words)},
-        {
-            "role": "user",
-            "content": f"Previous summary:\n{prior}\n\nNew messages:\n{transcript}",
-        },
-    ]
-
-
-def _clean(answer: str) -> str:
-    text = unicodedata.normalize("NFC", answer).strip()
-    if text.startswith("```"):
-        text = text.strip("`").strip()
-    return text
-
-
-async def model_summary(
-    client: LLMClient,
-    previous: str | None,
-    messages: Sequence[tuple[str, str]],
-    *,
-    budget_tokens: int = SUMMARY_BUDGET_TOKENS,
-) -> str | None:
-    """The model's merged summary, cut to ``budget_tokens``; None when the model fails or
-    answers nothing. Its prompt and cut are bounded (``PROMPT_TOKENS``, the budget)."""
-    try:
-        answer = await client.chat(
-            summary_messages(previous, messages, budget_tokens),
-            json_mode=False,
-            max_tokens=budget_tokens,
-            purpose="summary",
-        )
-    except LLMError as exc:
-        log.warning("LLM summary failed, using the extractive summary: %s", exc)
-        return None
-    text = _clean(answer or "")
-    if not text:
-        log.warning("LLM summary was empty, using the extractive summary")
-        return None
-    return fit_budget(text, budget_tokens)
-
-
-async def llm_summary(
-    client: LLMClient,
-    previous: str | None,
-    messages: Sequence[tuple[str, str]],
-    *,
-    budget_tokens: int = SUMMARY_BUDGET_TOKENS,
-) -> str:
-    """The model's merged summary, cut to ``budget_tokens``; the extractive summary when the
-    model fails or answers nothing."""
-    if budget_tokens <= 0:
-        return ""
-    text = await model_summary(client, previous, messages, budget_tokens=budget_tokens)
-    if text is None:
-        return extractive_summary(previous, messages, budget_tokens=budget_tokens)
-    return text
