@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from memstream.launch import eventually
 from memstream.settings import Settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
