@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from functools import cached_property
+from typing import Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -87,6 +90,11 @@ class Settings(BaseSettings):
     embedding_timeout_seconds: float = Field(default=10.0, gt=0)
     embedding_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
 
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # A URL's password (the database's, Redis's) must not reach a log or a traceback.
+        for name, value in super().__repr_args__():
+            yield name, masked_url(value) if isinstance(value, str) else value
+
     @field_validator("topic_prefix", "cache_prefix")
     @classmethod
     def _no_spaces(cls, value: str) -> str:
@@ -129,6 +137,15 @@ class Settings(BaseSettings):
     @property
     def cache_enabled(self) -> bool:
         return bool(self.redis_url.strip())
+
+
+# ``user:password@`` in a URL (or a list of them); the user may be empty (``redis://:pw@``).
+_USERINFO = re.compile(r"(?P<user>[^\s:/@,]*):(?P<password>[^\s/@,]+)@")
+
+
+def masked_url(url: str) -> str:
+    """``url`` (or a comma-separated list of addresses) with every password shown as ``***``."""
+    return _USERINFO.sub(r"\g<user>:***@", url)
 
 
 def _parse_api_keys(raw: str) -> dict[str, str]:

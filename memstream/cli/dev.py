@@ -33,7 +33,7 @@ from memstream.kafka import (
     wait_for_broker,
 )
 from memstream.launch import Launched, answers, api_url, memstream_argv, settings_env
-from memstream.settings import Settings
+from memstream.settings import Settings, masked_url
 from memstream.store.database import migrate
 
 DEV_BROKER = "127.0.0.1:19092"
@@ -242,8 +242,8 @@ def _banner(settings: Settings, bundled: bool) -> str:
     return (
         "\nmemstream dev is up\n"
         f"  broker     {broker}\n"
-        f"  database   {settings.database_url}\n"
-        f"  cache      {settings.redis_url or 'off'}\n"
+        f"  database   {masked_url(settings.database_url)}\n"
+        f"  cache      {masked_url(settings.redis_url) or 'off'}\n"
         f"  API        {api}  (docs: {api}/docs)\n"
         f"  dashboard  {api}/dashboard\n"
         f"  logs       {DEV_DIR}/worker.log, {DEV_DIR}/api.log"

@@ -10,7 +10,9 @@ Timeouts are not retried: a server that did not answer within the timeout will n
 faster the second time, and on the load path a retry would only double the wait.
 
 API keys travel in headers only; no message here ever contains a header, so a key is never
-logged or put into an exception.
+logged or put into an exception. Nor does a message carry what the server answered: a reply
+may quote users' memories, and a failure's message reaches logs and the API's 503 answers.
+The start of the reply is logged at DEBUG only (``reply_logged``).
 
 Metrics (label values are bounded: provider names and call names, never ids):
     ``memstream_provider_seconds{provider,call}``   latency of a logical call, retries included
@@ -66,6 +68,11 @@ class ProviderCallFailed(ProviderUnavailable):
 def snippet(value: object) -> str:
     text = " ".join(str(value).split())
     return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "..."
+
+
+def reply_logged(where: str, reply: object) -> None:
+    """The start of a server's reply, at DEBUG only: it may quote users' text."""
+    log.debug("%s answered: %s", where, snippet(reply))
 
 
 def base_url_of(url: str, what: str) -> str:
@@ -190,27 +197,30 @@ class ProviderHttp:
                 f"{where} is not reachable: {detail}", retryable=True
             ) from None
         if response.is_error:
+            reply_logged(where, response.text)
             raise ProviderCallFailed(
-                f"{where} answered HTTP {response.status_code}: {snippet(response.text)}",
+                f"{where} answered HTTP {response.status_code}",
                 retryable=response.status_code in _RETRY_STATUS,
                 status=response.status_code,
             )
         try:
             body = response.json()
         except ValueError:
+            reply_logged(where, response.text)
             raise ProviderCallFailed(
-                f"{where} answered a body that is not JSON: {snippet(response.text)!r}",
+                f"{where} answered a body that is not JSON",
                 retryable=False,
                 status=response.status_code,
             ) from None
         try:
             return parse(body)
         except ProviderCallFailed:
+            reply_logged(where, body)
             raise
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            reply_logged(where, body)
             raise ProviderCallFailed(
-                f"{where} answered a malformed reply ({type(exc).__name__}: {exc}): "
-                f"{snippet(body)}",
+                f"{where} answered a malformed reply ({type(exc).__name__})",
                 retryable=False,
                 status=response.status_code,
             ) from None

@@ -97,7 +97,6 @@ from memstream.providers.http import (
     importance_of,
     kind_of,
     parse_time,
-    snippet,
     time_text,
     validate_new,
 )
@@ -147,7 +146,7 @@ def _envelope(body: Any) -> Any:
     if code != 200:
         retryable = isinstance(code, int) and (code >= 500 or code == 429)
         raise ProviderCallFailed(
-            f"MemOS answered code {code}: {snippet(body.get('message', ''))}",
+            f"MemOS answered code {code}",
             retryable=retryable,
             status=code if isinstance(code, int) else None,
         )
@@ -494,9 +493,8 @@ class MemOSProvider:
             data = _envelope(body)
             status = data.get("status") if isinstance(data, dict) else None
             if status == "failure":
-                message = body.get("message", "") if isinstance(body, dict) else ""
                 raise ProviderCallFailed(
-                    f"MemOS refused to delete memories: {snippet(message) or 'status failure'}",
+                    "MemOS refused to delete memories",
                     retryable=False,
                 )
             if isinstance(data, dict) and isinstance(data.get("deleted"), list):

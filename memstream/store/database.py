@@ -20,7 +20,7 @@ def create_engine(url: str | URL, *, pool_size: int = 5, pre_ping: bool = True) 
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url, connect_args={"timeout": 30})
+        engine = create_async_engine(url, connect_args={"timeout": 30}, hide_parameters=True)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     query = dict(url.query)
@@ -32,6 +32,8 @@ def create_engine(url: str | URL, *, pool_size: int = 5, pre_ping: bool = True) 
         pool_pre_ping=pre_ping,
         pool_recycle=1800,
         connect_args={"connect_timeout": 5},
+        # An error names its statement, never its values: they are users' messages.
+        hide_parameters=True,
     )
 
 
