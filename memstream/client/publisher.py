@@ -30,7 +30,7 @@ Role = Literal["user", "assistant", "system", "tool"]
 MessageType = Literal["chat", "tool_call", "tool_result", "status"]
 
 # aiokafka's producer as memstream.client sets it up; the same in confluent-kafka (librdkafka)
-# is in the README. murmur2 is aiokafka's (and Java's) partitioner: every producer of a topic
+# is in docs/api.md. murmur2 is aiokafka's (and Java's) partitioner: every producer of a topic
 # must hash keys alike, or one conversation's events land on two partitions.
 PRODUCER_SETTINGS: dict[str, Any] = {
     "enable_idempotence": True,  # implies acks="all"
