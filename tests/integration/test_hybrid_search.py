@@ -4,8 +4,6 @@ MariaDB and SQLite, with the local fake embeddings server."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -242,10 +240,10 @@ async def test_an_embeddings_outage_answers_lexically_and_says_so(
         script.faults = [Fault(delay=2.0)]
     provider.query_timeout = 0.3
     asked = len(script.requests)
-    began = time.perf_counter()
     with degraded.collect() as fell_back:
         hits = await provider.search(tenant, "u1", None, "cello weekends")
-    assert time.perf_counter() - began < 1.5
+    # Lexical hits and the fallback said: a slow endpoint was cut off at the query timeout
+    # (waited out, its answer would have come after 2 s and been used).
     assert fell_back == ["embeddings"]
     assert [h.content for h in hits] == ["The user plays the cello on weekends."]
     # Until the retry pause is over the endpoint is left alone: no wait, still said.
@@ -331,9 +329,14 @@ async def test_backfill_retries_on_the_next_tick_when_the_endpoint_fails(
     asked = len(script.requests)
     paused = await job.tick()
     assert paused.stored == 0 and paused.error and len(script.requests) == asked
-    await asyncio.sleep(0.35)
-    recovered = await job.tick()
-    assert recovered.stored == len(FACTS) and recovered.error is None
+    ticks = []
+
+    async def recovered() -> bool:
+        ticks.append(await job.tick())
+        return ticks[-1].stored > 0
+
+    await eventually(recovered, within=10, what="the backfill after its pause")
+    assert ticks[-1].stored == len(FACTS) and ticks[-1].error is None
     assert await vector_count(db, tenant) == len(FACTS)
 
 

@@ -5,7 +5,6 @@ answers at once, other conversations are stored as they come, and the group keep
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import pytest
@@ -88,14 +87,14 @@ async def test_crafted_messages_never_stall_ingest_or_the_group_heartbeat(
         async with engine.connect() as conn:
             return not (await conn.execute(query)).scalar_one()
 
-    latencies: list[float] = []
+    answers = 0
     sent = 0
 
     async def watch_the_loop() -> None:
+        nonlocal answers
         while True:
-            asked = time.monotonic()
-            await metrics_text(port)
-            latencies.append(time.monotonic() - asked)
+            await metrics_text(port)  # a loop that does not answer within its timeout fails
+            answers += 1
             await asyncio.sleep(0.05)
 
     async def probe_ingest() -> None:
@@ -108,22 +107,21 @@ async def test_crafted_messages_never_stall_ingest_or_the_group_heartbeat(
                 return await store.count(tenant, "light") == n
 
             await eventually(light_stored, within=5, what=f"light message {sent} while busy")
-            await asyncio.sleep(0.3)
 
     watching = [asyncio.create_task(watch_the_loop()), asyncio.create_task(probe_ingest())]
+
+    async def handled() -> bool:
+        for task in watching:
+            if task.done():
+                task.result()  # a failed probe fails the test here
+        return not await busy()
+
     try:
-        start = time.monotonic()
-        while await busy():
-            assert time.monotonic() - start < 150, "the crafted session was never handled"
-            for task in watching:
-                if task.done():
-                    task.result()  # a failed probe fails the test here
-            await asyncio.sleep(0.2)
+        await eventually(handled, within=150, what="the crafted session handled")
     finally:
         for task in watching:
             task.cancel()
-    assert max(latencies) < 1.0, f"the worker's loop took {max(latencies):.1f} s to answer"
-    assert sent >= 3 and len(latencies) >= 10, "the crafted work was over before it was watched"
+    assert sent >= 3 and answers >= 10, "the crafted work was over before it was watched"
     assert written(await metrics_text(port)) >= 1
     # The same single member: never evicted, never rejoined.
     assert await live_members(settings, group) == members

@@ -3,18 +3,18 @@ outage lasts, or dead-lettered with its stage and reason; never acknowledged unf
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import datetime
 from functools import partial
 
 import httpx
+import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.kafka import PUBLIC_TOPICS, caught_up, ensure_topics, internal_topics, publish
-from memstream.longterm.backoff import Failing, RetryRecord
+from memstream.longterm.backoff import Failing, RetryPolicy, RetryRecord, tier_topic
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session, dumps
 from memstream.memory import USER_PROFILE, NewMemory
@@ -93,6 +93,24 @@ async def all_topics(settings: Settings) -> None:
     await ensure_topics(settings, PUBLIC_TOPICS + internal_topics(settings))
 
 
+async def waiting(settings: Settings, word: str) -> list[RetryRecord]:
+    """The records on the retry tiers (each a failed try) whose payload mentions ``word``."""
+    policy = RetryPolicy.from_settings(settings)
+    found = []
+    for tier in range(1, policy.tiers + 1):
+        for _, value in await read_topic(settings, tier_topic(tier)):
+            record = RetryRecord.decode(orjson.dumps(value))
+            if word.encode() in (record.value or b""):
+                found.append(record)
+    return found
+
+
+def failed_at(settings: Settings, record: RetryRecord) -> float:
+    """When the try that put ``record`` on its tier failed."""
+    policy = RetryPolicy.from_settings(settings)
+    return record.not_before - policy.delay(policy.tier_of(record.failing.attempts))
+
+
 async def test_garbage_on_every_internal_topic_is_dead_lettered_and_each_stage_goes_on(
     services, tenant, engine, start_worker
 ):
@@ -166,10 +184,20 @@ async def test_an_outage_longer_than_the_old_retry_horizon_loses_nothing(
         first = start_worker(settings, "first")
         await proxy.stop()
         await publish(settings, "lt-conflict", [proposed(tenant, "o", "The user keeps bees")])
-        await asyncio.sleep(6)
+        old_horizon = 31 * 0.2
+
+        async def failing_for(seconds: float, after: float = 0.0) -> bool:
+            tries = [r for r in await waiting(settings, "bees") if failed_at(settings, r) > after]
+            return any(failed_at(settings, r) - r.failing.since >= seconds for r in tries)
+
+        await eventually(lambda: failing_for(old_horizon), what="failing for the old horizon")
         first.stop()  # its waiting record was never acknowledged: the next worker has it
+        stopped = time.time()
         start_worker(settings, "second")
-        await asyncio.sleep(7)
+        await eventually(
+            lambda: failing_for(2 * old_horizon, after=stopped),
+            what="the second worker failing on it for twice the old horizon",
+        )
         assert await letters(settings) == []
         await proxy.start()
         await remembered(engine, tenant, "bees")
@@ -201,16 +229,33 @@ async def test_a_long_backoff_holds_back_no_other_record(services, tenant, engin
         # Another user's: a user's own later records wait for it (test_user_order.py).
         blocked = proposed(tenant, "a", "The user owns a kayak", agent="stuck", user="user-2")
         await publish(settings, "lt-conflict", [blocked])
-        await asyncio.sleep(16)  # now it waits on the 16 s tier until about 31 s
-        assert await metric(settings, "memstream_retry_waiting") == 1
+
+        async def on_the_long_tier() -> bool:
+            # The fifth failed try: now it waits on the 16 s tier.
+            return any(r.failing.attempts == 5 for r in await waiting(settings, "kayak"))
+
+        await eventually(on_the_long_tier, what="the kayak on the 16 s tier")
+
+        async def counted() -> bool:
+            try:
+                return await metric(settings, "memstream_retry_waiting") == 1
+            except httpx.HTTPError:
+                return False
+
+        await eventually(counted, within=10, what="the waiting record counted")
         assert await metric(settings, "memstream_records_total", outcome="retried") >= 4
         await proxy.stop()
         await publish(settings, "lt-conflict", [proposed(tenant, "b", "The user keeps bees")])
-        await asyncio.sleep(1.5)  # its first try fails: it waits on the 1 s tier
+
+        async def on_the_short_tier() -> bool:
+            # Its first try failed: it waits on the 1 s tier.
+            return any(r.failing.attempts == 1 for r in await waiting(settings, "bees"))
+
+        await eventually(on_the_short_tier, what="the bees on the 1 s tier")
         await proxy.start()
-        restored = time.monotonic()
         await remembered(engine, tenant, "bees", within=60)
-        assert time.monotonic() - restored < 8, "held back behind the long backoff"
+        # Stored before the kayak's next try: never held back behind its long backoff.
+        assert max(r.failing.attempts for r in await waiting(settings, "kayak")) == 5
         assert "kayak" not in await memories(engine, tenant, user="user-2")
         assert await letters(settings) == []
     finally:

@@ -5,7 +5,6 @@ rule-based judge."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -140,9 +139,7 @@ async def test_failures_fall_back_to_rules(
     j, script = judge
     script.replies.append(reply)
     before = fallbacks(reason)
-    started = time.monotonic()
     result = await j.judge(SESSION, agent_id="travel-agent")
-    assert time.monotonic() - started < TIMEOUT * 3
     assert (result.method, result.fallback_reason) == ("rules", reason)
     assert [c.content for c in result.candidates] == RULE_CONTENTS
     assert [c.source_event_ids for c in result.candidates] == [("e3",), ("e5",)]
