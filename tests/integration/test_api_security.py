@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -68,14 +69,15 @@ def post_raw(port: int, transfer_encoding: str | None) -> bytes:
             pass  # the API answered and closed: the rest is refused unread
         answer = b""
         try:
-            while b"\r\n\r\n" not in answer:
-                got = sock.recv(4096)
-                if not got:
-                    break
+            while got := sock.recv(4096):  # until the API closes the connection
                 answer += got
         except OSError:
             pass
     return answer
+
+
+def statuses(answer: bytes) -> list[int]:
+    return [int(m) for m in re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)]
 
 
 @pytest.mark.parametrize("spelling", ["chunked", "Chunked", "CHUNKED", "gzip, chunked"])
@@ -99,7 +101,9 @@ def test_bytes_with_no_length_are_never_read_as_a_body(open_api: tuple[Launched,
     api, port = open_api
     before = peak_rss(api.pid)
     answer = post_raw(port, None)
-    # Without a length, HTTP/1.1 gives a request no body: the bytes are a malformed next request.
-    assert answer.split(b"\r\n", 1)[0].split(b" ")[1] in (b"400", b"413"), answer[:300]
+    # Without a length, HTTP/1.1 gives a request no body: the route may refuse it empty (422),
+    # and the bytes are a malformed next request (400), never a body read.
+    assert statuses(answer) and set(statuses(answer)) <= {400, 422}, answer[:300]
+    assert statuses(answer)[-1] == 400, answer[:300]
     assert peak_rss(api.pid) - before < GROWTH
     assert api.alive()
