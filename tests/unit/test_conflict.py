@@ -3,7 +3,8 @@ extraction in English and Chinese, and the validation of a model's decision."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,6 +14,7 @@ from memstream.longterm.conflict import (
     Fact,
     clash,
     facts,
+    outdated,
     parse,
     parse_decision,
     resolve,
@@ -107,6 +109,44 @@ def test_clash_rules() -> None:
 
 
 # --- resolve -------------------------------------------------------------------------------
+
+
+def at(minute: int) -> datetime:
+    return NOW + timedelta(minutes=minute)
+
+
+def test_an_older_statement_never_expires_a_newer_one() -> None:
+    moved = replace(item("m1", "The user moved from Lisbon to Berlin."), occurred_at=at(10))
+    current = [moved, replace(item("m2", "The user likes jazz."), occurred_at=at(0))]
+    older = replace(cand("The user lives in Lisbon with their partner."), occurred_at=at(0))
+    decision = resolve(older, current)
+    assert (decision.action, decision.expire_ids) == ("skip", ())
+    assert decision.reason.startswith("outdated: m1 said later")
+    # Said after it, the same statement is an update: the order of arrival does not matter.
+    newer = replace(older, occurred_at=at(20))
+    assert resolve(newer, current).expire_ids == ("m1",)
+    # Said at the same time, or with either time unknown, text decides as before.
+    assert resolve(replace(older, occurred_at=at(10)), current).expire_ids == ("m1",)
+    assert resolve(replace(older, occurred_at=None), current).expire_ids == ("m1",)
+    assert resolve(older, [replace(moved, occurred_at=None)]).expire_ids == ("m1",)
+
+
+def test_an_older_statement_still_updates_what_was_said_before_it() -> None:
+    paris = replace(item("m1", "The user lives in Paris."), occurred_at=at(0))
+    older = replace(cand("The user moved to Lisbon."), occurred_at=at(5))
+    assert resolve(older, [paris]).expire_ids == ("m1",)
+    naive = replace(older, occurred_at=at(5).replace(tzinfo=None))  # read back without a zone
+    assert resolve(naive, [paris]).expire_ids == ("m1",)
+
+
+def test_outdated_keeps_skips_and_plain_stores() -> None:
+    newer = replace(item("m1", "The user lives in Berlin."), occurred_at=at(10))
+    older = replace(cand("The user lives in Paris."), occurred_at=at(0))
+    skip = Decision("skip", (), "already known")
+    assert outdated(older, skip, [newer]) is skip
+    store = Decision("store", (), "new")
+    assert outdated(older, store, [newer]) is store
+    assert outdated(older, Decision("store", ("m1",), "llm: moved"), [newer]).action == "skip"
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -64,6 +65,20 @@ async def test_llm_decision_is_used(llm: tuple[LLMClient, Script]) -> None:
     shown = [m["id"] for m in body["existing"]]
     assert len(shown) == MAX_LLM_LIVE
     assert shown[0] == "m1"  # the same slot (residence) first
+
+
+async def test_llm_decision_never_expires_a_memory_said_later(
+    llm: tuple[LLMClient, Script],
+) -> None:
+    client, script = llm
+    script.replies.append(
+        json.dumps({"action": "store", "expire_ids": ["m1"], "reason": "the user moved"})
+    )
+    said = [replace(LIVE[0], occurred_at=NOW + timedelta(days=2)), *LIVE[1:]]
+    older = replace(cand("The user relocated to Berlin"), occurred_at=NOW + timedelta(days=1))
+    decision = await LLMConflictResolver(client).resolve(older, said)
+    assert (decision.action, decision.expire_ids) == ("skip", ())
+    assert decision.reason == "outdated: m1 said later; llm: the user moved"
 
 
 async def test_llm_skip(llm: tuple[LLMClient, Script]) -> None:

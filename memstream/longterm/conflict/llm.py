@@ -11,7 +11,7 @@ from typing import Any
 from memstream.errors import LLMError, MalformedDecision
 from memstream.llm import LLMClient
 from memstream.longterm.conflict.facts import parse
-from memstream.longterm.conflict.rules import Decision, resolve
+from memstream.longterm.conflict.rules import Decision, outdated, resolve
 from memstream.longterm.dedupe import match, similarity
 from memstream.longterm.models import Candidate
 from memstream.memory import MemoryItem
@@ -129,7 +129,8 @@ class LLMConflictResolver:
                 max_tokens=LLM_MAX_TOKENS,
                 purpose="conflict",
             )
-            return parse_decision(raw, [m.id for m in shown])
+            # The model is not shown when each memory was said: times are weighed here.
+            return outdated(candidate, parse_decision(raw, [m.id for m in shown]), live)
         except (LLMError, MalformedDecision) as exc:
             log.warning("LLM conflict resolution failed, using the rules: %s", exc)
             decision = resolve(candidate, live)

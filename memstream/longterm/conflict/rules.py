@@ -13,6 +13,12 @@ Rules of ``resolve``, in order:
    or it holds nothing but slot facts the candidate also states.
 3. **Otherwise store.**
 
+The time a statement was made decides over the order it arrives in (``outdated``): a candidate
+that would expire a live memory said after it is skipped, and the newer memory stays. Sessions
+of one user can reach this stage out of order (one waited out an outage while the next went on),
+and a statement said before "moved to Berlin" must not undo it. Only memories whose time is
+known (``occurred_at``: when their source messages were written) are compared.
+
 An exact duplicate always means skip; otherwise a slot contradiction with a live item wins
 over a fuzzy match with that item. A skip never expires anything (the persist stage only
 expires on behalf of a stored memory). Expiry is per item: a live "lives in Paris and works at
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 from memstream.longterm.conflict.facts import Fact, parse
@@ -88,8 +95,35 @@ def _known(fact: Fact, held: Sequence[Fact]) -> bool:
     return False
 
 
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def said_later(item: MemoryItem, candidate: Candidate) -> bool:
+    """Whether the live memory was said after the candidate (both times known)."""
+    if item.occurred_at is None or candidate.occurred_at is None:
+        return False
+    return _aware(item.occurred_at) > _aware(candidate.occurred_at)
+
+
+def outdated(candidate: Candidate, decision: Decision, live: Sequence[MemoryItem]) -> Decision:
+    """``decision``, unless it expires a memory said after the candidate: then a skip, and the
+    newer memory stays live (whoever decided, rules or a model, compared texts, not times)."""
+    if decision.action != "store" or not decision.expire_ids:
+        return decision
+    wanted = set(decision.expire_ids)
+    newer = [m.id for m in live if m.id in wanted and said_later(m, candidate)]
+    if not newer:
+        return decision
+    return Decision("skip", (), f"outdated: {', '.join(newer)} said later; {decision.reason}")
+
+
 def resolve(candidate: Candidate, live: Sequence[MemoryItem]) -> Decision:
     """Store, skip or supersede: the rules of the module documentation."""
+    return outdated(candidate, _by_content(candidate, live), live)
+
+
+def _by_content(candidate: Candidate, live: Sequence[MemoryItem]) -> Decision:
     if not live:
         return Decision("store", (), "new: no live memories")
     mine = parse(candidate.content)
