@@ -32,6 +32,7 @@ class Resources:
             cache = RedisCache.from_url(
                 settings.redis_url,
                 timeout=settings.redis_timeout_seconds,
+                cluster=settings.redis_cluster,
                 prefix=settings.cache_prefix,
                 max_messages=settings.cache_max_messages,
                 ttl_seconds=settings.cache_ttl_seconds,

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     topic_partitions: int = Field(default=8, ge=1)
     topic_replication_factor: int = Field(default=1, ge=1)
     cache_prefix: str = "memstream:"
+    # MEMSTREAM_REDIS_URL names one node of a Redis Cluster; the client finds the others.
+    redis_cluster: bool = False
     cache_max_messages: int = Field(default=200, ge=1)
     cache_ttl_seconds: int = Field(default=3 * 24 * 3600, ge=1)
     redis_timeout_seconds: float = Field(default=0.5, gt=0)
@@ -100,6 +102,15 @@ class Settings(BaseSettings):
     def _no_spaces(cls, value: str) -> str:
         if any(ch.isspace() for ch in value):
             raise ValueError("must not contain white space")
+        return value
+
+    @field_validator("cache_prefix")
+    @classmethod
+    def _no_braces(cls, value: str) -> str:
+        # A brace would start a Redis Cluster hash tag of its own and split a conversation's
+        # keys over slots.
+        if "{" in value or "}" in value:
+            raise ValueError("must not contain { or }")
         return value
 
     @field_validator("api_keys")

@@ -5,6 +5,8 @@
 #   MariaDB  :3306  Debian's mariadb-server; root over TCP with an empty password,
 #                   database `memstream` (utf8mb4)
 #   Redis    :6379  Debian's redis-server, no persistence
+#   Redis Cluster :7000-7002  three masters of one cluster (no replicas, no
+#                   persistence), for the tests of MEMSTREAM_REDIS_CLUSTER
 #   Kafka    :9092  Apache Kafka 3.9.1, KRaft, one combined broker+controller
 #                   (controller on :9093), jars from Maven (scripts/kafka/pom.xml)
 #
@@ -31,10 +33,12 @@ KAFKA_CONF_DIR="$REPO_DIR/scripts/kafka"
 DEFAULT_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:9092"
 DEFAULT_DATABASE_URL="mysql+aiomysql://root@127.0.0.1:3306/memstream"
 DEFAULT_REDIS_URL="redis://127.0.0.1:6379/0"
+DEFAULT_REDIS_CLUSTER_URL="redis://127.0.0.1:7000/0"
 
 HOST=127.0.0.1
 MARIADB_PORT=3306
 REDIS_PORT=6379
+REDIS_CLUSTER_PORTS=(7000 7001 7002)
 KAFKA_PORT=9092
 KAFKA_CONTROLLER_PORT=9093
 DATABASE_NAME=memstream
@@ -264,6 +268,84 @@ redis_down() {
     stop_pid Redis "$RUN_DIR/redis.pid" redis-server
 }
 
+# ---------------------------------------------------------------- Redis Cluster
+
+redis_cluster_wanted() { wanted MEMSTREAM_TEST_REDIS_CLUSTER_URL "$DEFAULT_REDIS_CLUSTER_URL"; }
+
+# Every node answers and agrees that the cluster is whole: three nodes, every slot served.
+redis_cluster_ok() {
+    local port info
+    for port in "${REDIS_CLUSTER_PORTS[@]}"; do
+        info="$(redis-cli -h "$HOST" -p "$port" cluster info 2>/dev/null)" || return 1
+        grep -q '^cluster_state:ok' <<<"$info" || return 1
+        grep -q "^cluster_known_nodes:${#REDIS_CLUSTER_PORTS[@]}" <<<"$info" || return 1
+    done
+}
+
+redis_cluster_node_start() { # redis_cluster_node_start PORT: a fresh, empty node
+    local port=$1 dir="$STATE_DIR/redis-cluster/$1"
+    # No persistence, so a node's data is gone with its process; its cluster state must go
+    # too, or a restarted node would claim slots of a cluster that no longer exists.
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    # A short node timeout: a master that dies is marked failed within seconds. Without
+    # full coverage the other masters keep serving their slots meanwhile.
+    redis-server --bind "$HOST" --port "$port" --protected-mode yes \
+        --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
+        --cluster-node-timeout 2000 --cluster-require-full-coverage no \
+        --daemonize yes --pidfile "$RUN_DIR/redis-cluster-$port.pid" \
+        --logfile "$LOG_DIR/redis-cluster-$port.log" \
+        --dir "$dir" --save '' --appendonly no 9>&-
+}
+
+redis_cluster_up() {
+    if ! redis_cluster_wanted; then
+        log "Redis Cluster: skipped, MEMSTREAM_TEST_REDIS_CLUSTER_URL points elsewhere"
+        return 0
+    fi
+    if redis_cluster_ok; then
+        log "Redis Cluster: already answering on $HOST:${REDIS_CLUSTER_PORTS[*]}"
+        return 0
+    fi
+    # A cluster that is not whole (a node died, or a create was interrupted) is a cache of
+    # tests only: start it again from nothing.
+    local port addresses=() deadline
+    for port in "${REDIS_CLUSTER_PORTS[@]}"; do
+        stop_pid "Redis Cluster node $port" "$RUN_DIR/redis-cluster-$port.pid" redis-server
+        if port_open "$port"; then
+            die "$HOST:$port answers but is not a node services.sh started; stop it or set MEMSTREAM_TEST_REDIS_CLUSTER_URL"
+        fi
+    done
+    log "starting Redis Cluster nodes on ports ${REDIS_CLUSTER_PORTS[*]} (logs $LOG_DIR/redis-cluster-*.log)"
+    for port in "${REDIS_CLUSTER_PORTS[@]}"; do
+        redis_cluster_node_start "$port"
+        addresses+=("$HOST:$port")
+    done
+    deadline=$((SECONDS + REDIS_START_TIMEOUT))
+    for port in "${REDIS_CLUSTER_PORTS[@]}"; do
+        until [[ "$(redis-cli -h "$HOST" -p "$port" ping 2>/dev/null)" == PONG ]]; do
+            ((SECONDS < deadline)) ||
+                die "Redis Cluster node $HOST:$port did not answer within ${REDIS_START_TIMEOUT}s"
+            sleep 0.2
+        done
+    done
+    redis-cli --cluster create "${addresses[@]}" --cluster-replicas 0 --cluster-yes >"$LOG_DIR/redis-cluster-create.log" 2>&1 ||
+        die "redis-cli --cluster create failed; see $LOG_DIR/redis-cluster-create.log"
+    until redis_cluster_ok; do
+        ((SECONDS < deadline)) ||
+            die "the Redis Cluster on ports ${REDIS_CLUSTER_PORTS[*]} did not become whole within ${REDIS_START_TIMEOUT}s"
+        sleep 0.2
+    done
+    log "Redis Cluster: ready on $HOST:${REDIS_CLUSTER_PORTS[*]}"
+}
+
+redis_cluster_down() {
+    local port
+    for port in "${REDIS_CLUSTER_PORTS[@]}"; do
+        stop_pid "Redis Cluster node $port" "$RUN_DIR/redis-cluster-$port.pid" redis-server
+    done
+}
+
 # ---------------------------------------------------------------- Kafka
 
 kafka_wanted() { wanted MEMSTREAM_KAFKA_BOOTSTRAP_SERVERS "$DEFAULT_KAFKA_BOOTSTRAP_SERVERS"; }
@@ -444,7 +526,8 @@ print_env() {
     printf 'export %s=%q\n' \
         MEMSTREAM_KAFKA_BOOTSTRAP_SERVERS "${MEMSTREAM_KAFKA_BOOTSTRAP_SERVERS:-$DEFAULT_KAFKA_BOOTSTRAP_SERVERS}" \
         MEMSTREAM_DATABASE_URL "${MEMSTREAM_DATABASE_URL:-$DEFAULT_DATABASE_URL}" \
-        MEMSTREAM_REDIS_URL "${MEMSTREAM_REDIS_URL:-$DEFAULT_REDIS_URL}"
+        MEMSTREAM_REDIS_URL "${MEMSTREAM_REDIS_URL:-$DEFAULT_REDIS_URL}" \
+        MEMSTREAM_TEST_REDIS_CLUSTER_URL "${MEMSTREAM_TEST_REDIS_CLUSTER_URL:-$DEFAULT_REDIS_CLUSTER_URL}"
 }
 
 # One `up` or `down` at a time on this machine (the ports are the machine's, not
@@ -463,8 +546,9 @@ cmd_up() {
     if mariadb_wanted && ! port_open "$MARIADB_PORT"; then
         need_command mysqld_safe mariadb-server
     fi
-    if redis_wanted && ! port_open "$REDIS_PORT"; then
+    if redis_wanted || redis_cluster_wanted; then
         need_command redis-server redis-server
+        need_command redis-cli redis-tools # the cluster's create, and the readiness checks
     fi
     if kafka_wanted; then
         need_command python3 python3 # kafka_ready
@@ -475,6 +559,7 @@ cmd_up() {
 
     mariadb_up
     redis_up
+    redis_cluster_up
     kafka_up
     log "done in $((SECONDS - started))s"
     print_env
@@ -484,6 +569,7 @@ cmd_down() {
     take_lock
     # Reverse order of `up`; each only if this script started it.
     kafka_down
+    redis_cluster_down
     redis_down
     mariadb_down
     log "stopped what services.sh had started"
@@ -491,7 +577,8 @@ cmd_down() {
 
 cmd_status() {
     local name port
-    for name in MariaDB:$MARIADB_PORT Redis:$REDIS_PORT Kafka:$KAFKA_PORT; do
+    for name in MariaDB:$MARIADB_PORT Redis:$REDIS_PORT Kafka:$KAFKA_PORT \
+        "${REDIS_CLUSTER_PORTS[@]/#/Redis Cluster node:}"; do
         port=${name#*:}
         if port_open "$port"; then
             log "${name%:*}: answering on $HOST:$port"

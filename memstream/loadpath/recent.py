@@ -78,7 +78,7 @@ class RecentTurns:
         self._messages = messages
         self._cache = cache
         self._rewarming: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._read = cache.client.register_script(_READ) if cache is not None else None
+        self._read = cache.script(_READ) if cache is not None else None
 
     async def close(self) -> None:
         """Cancel the re-warms still running."""
@@ -94,6 +94,7 @@ class RecentTurns:
         assert cache is not None and read is not None
         key = cache.key(tenant_id, conversation_id)
         summary_key = cache.summary_key(tenant_id, conversation_id)
+        await cache.ready()
         size, raw, summary = await read(keys=[key, summary_key], args=[limit + 1])
         cached_summary = None if summary is None else _summary_entry(summary)
         if not size:

@@ -6,16 +6,26 @@ A key exists only while it holds the conversation's complete recent history: app
 keys that exist (atomically, in Lua), and a missing key is rebuilt from the record. A key that
 may have missed a write is marked in the record (``memstream.store.rebuilds``) and dropped once
 Redis answers.
+
+On a Redis Cluster every key of one conversation carries the same hash tag (a digest of the
+conversation, ``{...}`` in the key), so they share a slot: the load path reads the messages and
+the summary in one script, which a cluster refuses across slots.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import orjson
 import redis.asyncio as redis
+from redis.asyncio.cluster import RedisCluster
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
+from redis.retry import Retry
 
 from memstream.store.messages import StoredMessage
 from memstream.store.rebuilds import CacheRebuilds
@@ -28,6 +38,12 @@ redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -tonumber(ARGV[1]) - 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
+
+# Script calls a cluster client has in flight at once while appending a batch (a cluster
+# pipeline cannot carry scripts): each is one round trip to the conversation's master.
+_CLUSTER_CONCURRENCY = 64
+
+Client = redis.Redis | RedisCluster
 
 _EPOCH = datetime(1970, 1, 1)
 _MICROSECOND = timedelta(microseconds=1)
@@ -65,7 +81,7 @@ class RedisCache:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         *,
         prefix: str = "memstream:",
         max_messages: int = 200,
@@ -75,22 +91,55 @@ class RedisCache:
         self.prefix = prefix
         self.max_messages = max_messages
         self.ttl_ms = ttl_seconds * 1000
-        self._append = client.register_script(_APPEND_IF_WARM)
+        self._append = self.script(_APPEND_IF_WARM)
 
     @classmethod
-    def from_url(cls, url: str, *, timeout: float = 0.5, **kwargs: int | str) -> RedisCache:
+    def from_url(
+        cls, url: str, *, timeout: float = 0.5, cluster: bool = False, **kwargs: int | str
+    ) -> RedisCache:
         # Short timeouts: a slow or absent cache must cost milliseconds, never stall the stream.
-        client = redis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False
-        )
+        client: Client
+        if cluster:
+            # No retries: the client's own (with back-off up to seconds) would hold a request
+            # on a master that died; the caller falls back to the record at once instead, and
+            # the client relearns the cluster's layout on its next command.
+            client = RedisCluster.from_url(
+                url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                retry=Retry(NoBackoff(), 0),
+            )
+        else:
+            client = redis.Redis.from_url(
+                url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False
+            )
         return cls(client, **kwargs)  # type: ignore[arg-type]
 
+    def script(self, text: str) -> AsyncScript:
+        """A Lua script run through this cache's client."""
+        # redis-py types its scripts for redis.Redis only; on a cluster the same script
+        # object runs each call on the master of its keys' slot.
+        return AsyncScript(cast(redis.Redis, self.client), text)
+
+    async def ready(self) -> None:
+        """On a cluster, learn its layout before calls run side by side: calls that race the
+        client's first discovery lose their connections when it replaces its startup node.
+        Once known, this is a flag test."""
+        if isinstance(self.client, RedisCluster):
+            await self.client.initialize()
+
+    def _name(self, kind: str, tenant_id: str, conversation_id: str) -> str:
+        # The tenant's length makes the name unambiguous whatever characters the ids hold; the
+        # tag comes before the ids so that a brace in an id cannot end it early.
+        ids = f"{len(tenant_id)}:{tenant_id}:{conversation_id}"
+        tag = hashlib.blake2b(ids.encode(), digest_size=8).hexdigest()
+        return f"{self.prefix}{kind}:{{{tag}}}:{ids}"
+
     def key(self, tenant_id: str, conversation_id: str) -> str:
-        # The tenant's length makes the key unambiguous whatever characters the ids hold.
-        return f"{self.prefix}msgs:{len(tenant_id)}:{tenant_id}:{conversation_id}"
+        return self._name("msgs", tenant_id, conversation_id)
 
     def summary_key(self, tenant_id: str, conversation_id: str) -> str:
-        return f"{self.prefix}summary:{len(tenant_id)}:{tenant_id}:{conversation_id}"
+        return self._name("summary", tenant_id, conversation_id)
 
     async def cached_summary(self, tenant_id: str, conversation_id: str) -> tuple[str, int] | None:
         """(text, tokens) when cached; ("", 0) caches "no summary"; None when not cached."""
@@ -112,14 +161,26 @@ class RedisCache:
         """Add messages to warm conversations; return the conversations whose key was missing."""
         if not batches:
             return []
-        pipe = self.client.pipeline(transaction=False)
         order = list(batches)
+        calls: list[tuple[str, list[float | bytes | int]]] = []
         for tenant_id, conversation_id in order:
             args: list[float | bytes | int] = [self.max_messages, self.ttl_ms]
             for m in batches[(tenant_id, conversation_id)]:
                 args += (score(m.created_at), encode_member(m))
-            await self._append(keys=[self.key(tenant_id, conversation_id)], args=args, client=pipe)
-        results = await pipe.execute()
+            calls.append((self.key(tenant_id, conversation_id), args))
+        results: list[int] = []
+        if isinstance(self.client, RedisCluster):
+            await self.ready()
+            for start in range(0, len(calls), _CLUSTER_CONCURRENCY):
+                chunk = calls[start : start + _CLUSTER_CONCURRENCY]
+                results += await asyncio.gather(
+                    *(self._append(keys=[key], args=args) for key, args in chunk)
+                )
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for key, args in calls:
+                await self._append(keys=[key], args=args, client=pipe)
+            results = await pipe.execute()
         return [conv for conv, warm in zip(order, results, strict=True) if not warm]
 
     async def warm(self, conversations: Mapping[tuple[str, str], Sequence[StoredMessage]]) -> None:
@@ -146,7 +207,8 @@ class RedisCache:
         return [decode_member(r) for r in raw]
 
     async def forget(self, keys: Iterable[tuple[str, str]]) -> None:
-        """Drop conversations' cached messages and summaries (rebuilt from the record)."""
+        """Drop conversations' cached messages and summaries (rebuilt from the record); on a
+        cluster the client sends each master the names in its slots."""
         names = [name for t, c in keys for name in (self.key(t, c), self.summary_key(t, c))]
         if names:
             await self.client.delete(*names)
