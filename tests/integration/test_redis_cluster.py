@@ -16,7 +16,6 @@ from redis.asyncio.cluster import RedisCluster
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.kafka import publish
-from memstream.launch import eventually
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore, StoredMessage
@@ -28,6 +27,7 @@ from tests.support.api import client_for
 from tests.support.kafka import message
 from tests.support.redis_cluster import start_cluster
 from tests.support.settings import isolated_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

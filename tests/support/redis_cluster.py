@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memstream.launch import free_port
+from tests.support.settings import free_port
 
 HOST = "127.0.0.1"
 
