@@ -53,7 +53,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.support import REPO, isolated_settings, print_top
 from memstream.launch import Launched, memstream_argv, settings_env
 from memstream.memory import USER_PROFILE, MemoryType, NewMemory, agent_cube
-from memstream.providers.mysql import MySQLProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine, migrate

@@ -53,7 +53,7 @@ from memstream.embeddings import rows as vector_rows
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
 from memstream.memory import USER_PROFILE, NewMemory
-from memstream.providers.mysql import MySQLProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate

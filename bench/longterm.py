@@ -32,7 +32,7 @@ from bench.locomo import CATEGORIES, KS, OkapiBM25, Recall, data_path, load
 from bench.support import isolated_settings, log_dir, start_worker
 from memstream.embeddings.client import EmbeddingClient
 from memstream.kafka import caught_up, publish
-from memstream.providers.mysql import MySQLProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate

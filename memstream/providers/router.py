@@ -19,10 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from memstream.embeddings.client import EmbeddingClient
 from memstream.errors import ProviderUnavailable
 from memstream.providers.base import LongTermProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.providers.ledgered import Ledgered
 from memstream.providers.mem0 import Mem0Provider
 from memstream.providers.memos import MemOSProvider
-from memstream.providers.mysql import MySQLProvider
 from memstream.store.agents import AgentConfig, AgentConfigStore, Provider
 from memstream.store.ledger import ProviderLedger
 from memstream.store.schema import agent_config

@@ -176,7 +176,7 @@ long_term_memory = Table(
 )
 
 # One vector per memory and embedding model, float32 little-endian in ``vector``. Rows are
-# only ever inserted (memstream.providers.mysql explains why that matters); a memory's vectors
+# only ever inserted (docs/design/builtin-store.md says why that matters); a memory's vectors
 # stay when it is deleted and are never read again, like the memory row itself.
 memory_embedding = Table(
     "memory_embedding",

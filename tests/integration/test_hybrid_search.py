@@ -18,7 +18,7 @@ from memstream.embeddings.client import EmbeddingClient
 from memstream.kafka import publish
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers import degraded
-from memstream.providers.mysql import MySQLProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.kafka import publish
 from memstream.memory import NewMemory
-from memstream.providers.mysql import MySQLProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from memstream.kafka import publish
-from memstream.providers.mysql import MySQLProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.schema import conversation_summary, long_term_memory
 from memstream.store.summaries import SummaryStore

@@ -25,8 +25,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.memory import USER_PROFILE, NewMemory
+from memstream.providers.builtin import MySQLProvider
 from memstream.providers.identity import content_hash
-from memstream.providers.mysql import MySQLProvider
 from memstream.store.database import create_engine, migrate
 
 pytestmark = pytest.mark.integration

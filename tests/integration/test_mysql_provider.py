@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers.base import LongTermProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.providers.identity import content_hash
-from memstream.providers.mysql import MySQLProvider
 from memstream.store.database import create_engine, migrate
 from memstream.store.schema import long_term_memory
 

@@ -11,7 +11,7 @@ from sqlalchemy import insert, select
 from memstream.kafka import PUBLIC_TOPICS, ensure_topics, internal_topics, publish
 from memstream.longterm.models import Candidate
 from memstream.longterm.payloads import Session, dumps
-from memstream.providers.mysql import MySQLProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.schema import redriven_letter
 from tests.support.api import client_for

@@ -18,7 +18,7 @@ from memstream.longterm.backoff import Failing, RetryPolicy, RetryRecord, tier_t
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session, dumps
 from memstream.memory import USER_PROFILE, NewMemory
-from memstream.providers.mysql import MySQLProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.summaries import SummaryStore
 from tests.support.api import client_for

@@ -8,7 +8,7 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.memory import NewMemory
-from memstream.providers.mysql import MySQLProvider
+from memstream.providers.builtin import MySQLProvider
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.schema import long_term_memory
 

@@ -1,0 +1,5 @@
+"""The built-in long-term store (``MYSQL``): its SQL, its per-user index cache, its ranking."""
+
+from memstream.providers.builtin.provider import MySQLProvider
+
+__all__ = ["MySQLProvider"]

@@ -1,0 +1,205 @@
+"""The built-in store's per-user lexical indexes: a bounded LRU cache of one ``LexicalIndex``
+per (tenant, user), checked against the table's counts before it serves a search
+(docs/design/builtin-store.md, "Freshness check")."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.memory import MemoryItem
+from memstream.providers.builtin import sql
+from memstream.providers.builtin.sql import Counts, Fingerprint
+from memstream.retrieval import LexicalIndex
+
+# Up to this many added plus removed memories are applied to a cached index in place on the
+# event loop (about 30 µs each); a cold load or a bigger change is built in a worker thread.
+INLINE_UPDATE_LIMIT = 100
+
+UserKey = tuple[str, str]
+
+
+@dataclass(slots=True)
+class UserIndex:
+    """One user's live memories (all cubes, by id) and their index."""
+
+    fingerprint: Counts
+    items: dict[str, MemoryItem]
+    index: LexicalIndex
+    checked_at: float = field(default_factory=time.monotonic)
+    # When the counts last matched the table (never: 0), and those counts with the vectors'.
+    verified_at: float = 0.0
+    verified: Fingerprint = (0, 0, 0)
+    counted: int = 0  # memories this entry adds to the cache's total (set by _store)
+
+
+class UserIndexCache:
+    """Fresh lexical indexes of users, at most ``users`` of them holding at most ``memories``
+    memories in all, least recently used dropped first."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        users: int,
+        memories: int,
+        revalidate_seconds: float,
+        fresh_seconds: float,
+    ) -> None:
+        self._engine = engine
+        self._dialect = engine.dialect.name
+        self._users = users
+        self._memories = memories
+        self._revalidate = revalidate_seconds
+        self._fresh = fresh_seconds
+        self._entries: OrderedDict[UserKey, UserIndex] = OrderedDict()
+        self.memories = 0  # memories the cached entries hold
+        self._locks: weakref.WeakValueDictionary[UserKey, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self.rebuilds = 0  # index (re)builds, for tests and metrics
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def __getitem__(self, key: UserKey) -> UserIndex:
+        return self._entries[key]
+
+    def __iter__(self) -> Iterator[UserKey]:
+        return iter(self._entries)
+
+    def unverify(self, tenant_id: str, user_id: str | None = None) -> None:
+        """The next search of these users (all of the tenant's) checks the table again."""
+        for (tenant, user), entry in self._entries.items():
+            if tenant == tenant_id and user_id in (None, user):
+                entry.verified_at = 0.0
+
+    async def get(
+        self, tenant_id: str, user_id: str, model: str | None
+    ) -> tuple[UserIndex, Fingerprint]:
+        """The user's lexical index, fresh, and the fingerprint it was checked against (with
+        the count of the user's vectors of the embedding ``model``)."""
+        key = (tenant_id, user_id)
+        entry = self._entries.get(key)
+        if entry is not None and time.monotonic() - entry.verified_at < self._fresh:
+            self._entries.move_to_end(key)
+            return entry, entry.verified
+        async with self._engine.connect() as conn:
+            fingerprint = await sql.fingerprint(conn, tenant_id, user_id, model)
+        entry = self._entries.get(key)
+        counts: Counts = fingerprint[:2]
+        if entry is not None and self._usable(entry, counts, exact=True):
+            self._entries.move_to_end(key)
+            entry.verified_at, entry.verified = time.monotonic(), fingerprint
+            return entry, fingerprint
+        # One load per user at a time; the others wait for it instead of loading the same.
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        async with lock:
+            entry = self._entries.get(key)
+            # Loaded while this request waited, so from a fingerprint read after this one's.
+            if entry is not None and self._usable(entry, counts, exact=False):
+                self._entries.move_to_end(key)
+                return entry, (*entry.fingerprint, fingerprint[2])
+            async with self._engine.connect() as conn:
+                held = entry.items if entry is not None else None
+                counts, live_ids, added = await sql.changes(
+                    conn, self._dialect, tenant_id, user_id, held
+                )
+            changes = (
+                len(added) if entry is None else 2 * len(added) + len(entry.items) - len(live_ids)
+            )
+            if entry is None or changes > INLINE_UPDATE_LIMIT:
+                # A cold load or a big change: tokenize and build off the event loop.
+                entry = await asyncio.to_thread(_build, counts, live_ids, added, entry)
+                # Out of the collector's way: every full collection would walk the index's
+                # objects again (80,000 at 20 users of 1,000 memories, a 100 ms pause). Frozen
+                # objects are still freed by their reference counts when the index goes; the
+                # young generations are collected first so no garbage is frozen with them.
+                gc.collect(1)
+                gc.freeze()
+            else:
+                _update(entry, counts, live_ids, added)
+            self.rebuilds += 1
+            self._store(key, entry)
+            # The vector count read before the live set: never newer than the vectors read
+            # after it, so a vector matrix tagged with it is refreshed rather than kept stale.
+            entry.verified_at, entry.verified = time.monotonic(), (*counts, fingerprint[2])
+            return entry, entry.verified
+
+    def _usable(self, entry: UserIndex, fingerprint: Counts, *, exact: bool) -> bool:
+        if time.monotonic() - entry.checked_at >= self._revalidate:
+            return False
+        if exact:
+            return entry.fingerprint == fingerprint
+        # Both counts only grow under the store's writes (docs/design/builtin-store.md).
+        return entry.fingerprint[0] >= fingerprint[0] and entry.fingerprint[1] >= fingerprint[1]
+
+    def _store(self, key: UserKey, entry: UserIndex) -> None:
+        self.evict(key)
+        entry.counted = len(entry.items)
+        self._entries[key] = entry
+        self.memories += entry.counted
+        while len(self._entries) > 1 and (
+            len(self._entries) > self._users or self.memories > self._memories
+        ):
+            _, dropped = self._entries.popitem(last=False)
+            self.memories -= dropped.counted
+
+    def evict(self, key: UserKey) -> None:
+        dropped = self._entries.pop(key, None)
+        if dropped is not None:
+            self.memories -= dropped.counted
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.memories = 0
+
+
+def _build(
+    fingerprint: Counts,
+    live_ids: Sequence[str],
+    added: Sequence[MemoryItem],
+    old: UserIndex | None,
+) -> UserIndex:
+    """A new entry from scratch, reusing the tokens of memories ``old`` already holds
+    (runs in a worker thread: it reads ``old`` and builds new objects only)."""
+    live = set(live_ids)
+    kept = [] if old is None else [i for i in old.items.values() if i.id in live]
+    docs: list[tuple[MemoryItem, str | Sequence[str]]] = [
+        (item, old.index.tokens(item.id)) for item in kept if old is not None
+    ]
+    docs += [(item, item.content) for item in added]
+    # Oldest first: on equal scores the index ranks the earlier added first.
+    docs.sort(key=lambda pair: (pair[0].created_at, pair[0].id))
+    index = LexicalIndex((item.id, body) for item, body in docs)
+    return UserIndex(fingerprint, {item.id: item for item, _ in docs}, index)
+
+
+def _update(
+    entry: UserIndex,
+    fingerprint: Counts,
+    live_ids: Sequence[str],
+    added: Sequence[MemoryItem],
+) -> None:
+    """Apply a small change in place (synchronous: no search sees it half done)."""
+    live = set(live_ids)
+    for gone in [i for i in entry.items if i not in live]:
+        entry.index.remove(gone)
+        del entry.items[gone]
+    for item in sorted(added, key=lambda i: (i.created_at, i.id)):
+        entry.index.add(item.id, item.content)
+        entry.items[item.id] = item
+    entry.fingerprint = fingerprint
+    entry.checked_at = time.monotonic()

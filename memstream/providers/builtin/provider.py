@@ -1,0 +1,286 @@
+"""The built-in long-term store (provider ``MYSQL``): table ``long_term_memory`` plus an
+in-memory lexical index per user, on MySQL/MariaDB or SQLite; with an embeddings endpoint
+configured, lexical and vector ranks fused. Why it is built this way:
+docs/design/builtin-store.md."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.embeddings import rows as vector_rows
+from memstream.embeddings.cache import UserVectors, VectorCache
+from memstream.embeddings.client import EmbeddingClient
+from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT
+from memstream.memory import MemoryItem, NewMemory, readable_cubes
+from memstream.providers import degraded
+from memstream.providers.builtin import sql
+from memstream.providers.builtin.index_cache import UserIndex, UserIndexCache
+from memstream.providers.builtin.ranking import rank_hybrid, rank_lexical
+from memstream.providers.builtin.sql import ContentKey, Fingerprint
+from memstream.providers.http import PROVIDER_FAILURES
+from memstream.retrieval import MMR_LAMBDA, RELATIVITY
+from memstream.text.terms import tokenize
+
+log = logging.getLogger(__name__)
+
+# Up to this many memories lacking a vector in the cached matrix are looked up by id; more
+# (a cold cache, embeddings just switched on) read all of the user's vectors at once.
+VECTOR_LOOKUP_LIMIT = 2_000
+
+
+class MySQLProvider:
+    """``LongTermProvider`` over ``long_term_memory`` (MySQL/MariaDB or SQLite)."""
+
+    name = "MYSQL"
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        relativity: float = RELATIVITY,
+        mmr_lambda: float = MMR_LAMBDA,
+        cache_users: int = 1024,
+        cache_memories: int = 250_000,
+        revalidate_seconds: float = 300.0,
+        fresh_seconds: float = 0.0,
+        embedder: EmbeddingClient | None = None,
+        vector_cache_bytes: int = 64 * 1024 * 1024,
+        query_timeout: float = 0.4,
+        embedding_retry_seconds: float = 2.0,
+        vector_weight: float = VECTOR_WEIGHT,
+        fusion: Literal["rrf", "weighted"] = "weighted",
+        rrf_k: int = RRF_K,
+    ) -> None:
+        self._engine = engine
+        self._dialect = engine.dialect.name
+        if self._dialect not in ("mysql", "mariadb", "sqlite"):
+            raise ValueError(f"unsupported database dialect {self._dialect!r}")
+        self.relativity = relativity
+        self.mmr_lambda = mmr_lambda
+        self._cache = UserIndexCache(
+            engine,
+            users=cache_users,
+            memories=cache_memories,
+            revalidate_seconds=revalidate_seconds,
+            fresh_seconds=fresh_seconds,
+        )
+        self.embedder = embedder
+        self.vectors = VectorCache(vector_cache_bytes)
+        self.query_timeout = query_timeout
+        self.embedding_retry_seconds = embedding_retry_seconds
+        self.vector_weight = vector_weight
+        self.fusion: Literal["rrf", "weighted"] = fusion
+        self.rrf_k = rrf_k
+        self._embeddings_retry_at = 0.0  # monotonic time before which queries are not embedded
+        self._vector_locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    @property
+    def rebuilds(self) -> int:
+        """Index (re)builds, for tests and metrics."""
+        return self._cache.rebuilds
+
+    @property
+    def _cached_memories(self) -> int:
+        return self._cache.memories
+
+    # --- writes --------------------------------------------------------------------------
+
+    async def add(self, memories: Sequence[NewMemory]) -> list[MemoryItem]:
+        """Store memories; content already live in the same cube (after normalisation) is not
+        stored again, the stored item is answered instead. Answers one item per input."""
+        if not memories:
+            return []
+        keys: list[ContentKey] = []
+        rows: dict[ContentKey, dict[str, Any]] = {}
+        now = sql.now()
+        for n, memory in enumerate(memories):
+            # One microsecond apart: the batch keeps its order in time (newest-first lists,
+            # ties in search), deterministically.
+            row = sql.new_row(memory, now + timedelta(microseconds=n))
+            key = sql.content_key(row)
+            keys.append(key)
+            rows.setdefault(key, row)
+        stored: dict[ContentKey, MemoryItem] = {}
+        async with self._engine.begin() as conn:
+            # Key order: concurrent batches take the unique-key locks in the same order.
+            pending = [rows[k] for k in sorted(rows)]
+            for _attempt in range(2):
+                await conn.execute(sql.insert_ignore(self._dialect), pending)
+                found, dead = await sql.read_back(conn, pending)
+                stored.update(found)
+                if not dead:
+                    break
+                # Rows deleted by code that did not leave a tombstone still hold the key.
+                for tenant, dead_id in dead:
+                    await sql.free_key(conn, tenant, dead_id)
+                pending = [rows[k] for k in sorted(rows) if k not in stored]
+        for tenant_id, user_id in {(k[0], k[1]) for k in keys}:
+            self._cache.unverify(tenant_id, user_id)
+        missing = [k for k in keys if k not in stored]
+        if missing:
+            raise RuntimeError(f"memories not stored: {missing[:3]}")
+        return [stored[k] for k in keys]
+
+    async def delete(self, tenant_id: str, ids: Sequence[str]) -> list[str]:
+        """Soft-delete memories of ``tenant_id`` by id; answers the ids that were live."""
+        deleted: list[str] = []
+        async with self._engine.begin() as conn:
+            for chunk in sql.chunks(sorted(set(ids))):
+                deleted += await sql.expire(conn, sql.by_ids(tenant_id, chunk))
+        if deleted:
+            self._cache.unverify(tenant_id)  # the ids do not say whose they were
+        return deleted
+
+    async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
+        """Forget a user: soft-delete every live memory of every cube; answers their ids."""
+        async with self._engine.begin() as conn:
+            deleted = await sql.expire(conn, sql.of_user(tenant_id, user_id))
+        self._cache.evict((tenant_id, user_id))
+        self.vectors.discard((tenant_id, user_id))
+        return deleted
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def list_live(
+        self, tenant_id: str, user_id: str, agent_id: str | None
+    ) -> list[MemoryItem]:
+        """Every live memory of the readable cubes, newest first."""
+        async with self._engine.connect() as conn:
+            return await sql.list_live(conn, tenant_id, user_id, readable_cubes(agent_id))
+
+    async def search(
+        self,
+        tenant_id: str,
+        user_id: str,
+        agent_id: str | None,
+        query: str,
+        *,
+        top_k: int = 10,
+    ) -> list[MemoryItem]:
+        """Up to ``top_k`` live memories per readable cube scoring at least the relativity
+        threshold, near-duplicates removed by MMR; all of them sorted by score. Lexical, or
+        hybrid with an embeddings client; never fails for the embeddings."""
+        if top_k <= 0 or not query.strip():
+            return []
+        terms = tokenize(query)
+        embedding = self._embed_query(query)
+        try:
+            if not terms and embedding is None:
+                return []
+            model = self.embedder.model if self.embedder is not None else None
+            entry, fingerprint = await self._cache.get(tenant_id, user_id, model)
+            if not entry.items:
+                return []
+            cubes = readable_cubes(agent_id)
+            query_vector = await self._query_vector(embedding) if embedding else None
+            if query_vector is None:
+                return rank_lexical(entry, terms, cubes, top_k, self.relativity, self.mmr_lambda)
+            vectors = await self._user_vectors(
+                tenant_id, user_id, entry, fingerprint, int(query_vector.shape[0])
+            )
+            return rank_hybrid(entry, terms, query_vector, vectors, cubes, top_k, self)
+        finally:
+            if embedding is not None:
+                embedding[0].cancel()
+
+    # --- vectors -------------------------------------------------------------------------
+
+    def _embed_query(
+        self, query: str
+    ) -> tuple[asyncio.Task[npt.NDArray[np.float32]], float] | None:
+        """The query's embedding, started now, and the loop time it must be done by; None
+        without a client, or while the endpoint is left alone after a failure."""
+        if self.embedder is None:
+            return None
+        if time.monotonic() < self._embeddings_retry_at:
+            degraded.note("embeddings")
+            return None
+        loop = asyncio.get_running_loop()
+        return loop.create_task(self.embedder.embed_one(query)), loop.time() + self.query_timeout
+
+    async def _query_vector(
+        self, embedding: tuple[asyncio.Task[npt.NDArray[np.float32]], float]
+    ) -> npt.NDArray[np.float32] | None:
+        task, deadline = embedding
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await task
+        except Exception as exc:  # whatever went wrong, the search answers lexically
+            self._embeddings_retry_at = time.monotonic() + self.embedding_retry_seconds
+            detail = "no answer in time" if isinstance(exc, TimeoutError) else repr(exc)
+            log.warning("query embedding failed (%s); searching lexically", detail)
+            PROVIDER_FAILURES.labels(self.name, "embed_query").inc()
+            degraded.note("embeddings")
+            return None
+
+    async def _user_vectors(
+        self,
+        tenant_id: str,
+        user_id: str,
+        entry: UserIndex,
+        fingerprint: Fingerprint,
+        dims: int,
+    ) -> UserVectors:
+        """The vectors of the user's live memories (those that have one), from the cache when
+        its version is this fingerprint, else refreshed: only missing vectors are read."""
+        assert self.embedder is not None
+        key = (tenant_id, user_id)
+        version = (fingerprint, dims)
+        cached = self.vectors.get(key)
+        if cached is not None and cached.version == version:
+            return cached
+        lock = self._vector_locks.get(key)
+        if lock is None:
+            lock = self._vector_locks[key] = asyncio.Lock()
+        async with lock:
+            cached = self.vectors.get(key)
+            if cached is not None and cached.version == version:
+                return cached
+            live = set(entry.items)
+            kept: list[int] = []
+            ids: list[str] = []
+            if cached is not None and cached.vectors.shape[1] == dims:
+                for row, memory_id in enumerate(cached.ids):
+                    if memory_id in live:
+                        kept.append(row)
+                        ids.append(memory_id)
+            held = set(ids)
+            missing = sorted(live - held)
+            model = self.embedder.model
+            async with self._engine.connect() as conn:
+                if cached is None or len(missing) > VECTOR_LOOKUP_LIMIT:
+                    found_ids, found = await vector_rows.load(conn, tenant_id, user_id, model, dims)
+                    kept, ids = [], []
+                elif missing:
+                    found_ids, found = await vector_rows.load(
+                        conn, tenant_id, user_id, model, dims, missing
+                    )
+                else:
+                    found_ids, found = [], np.zeros((0, dims), dtype=np.float32)
+            wanted = [n for n, memory_id in enumerate(found_ids) if memory_id in live]
+            parts = [found[wanted]]
+            if kept and cached is not None:
+                parts.insert(0, cached.vectors[kept])
+            ids += [found_ids[n] for n in wanted]
+            return self.vectors.put(key, ids, np.concatenate(parts), version)
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+        self.vectors.clear()
+
+    async def aclose(self) -> None:
+        """Close the embeddings client's connections."""
+        if self.embedder is not None:
+            await self.embedder.aclose()

@@ -1,0 +1,266 @@
+"""The built-in store's statements on ``long_term_memory`` and ``memory_embedding``, and the
+conversions between its rows and memory items."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Container, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, get_args
+
+from sqlalchemy import Insert, Row, case, func, select, update
+from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from memstream.memory import (
+    MEMORY_TYPES,
+    USER_PROFILE,
+    MemoryItem,
+    MemoryKind,
+    MemoryType,
+    NewMemory,
+)
+from memstream.providers.identity import content_hash
+from memstream.store.schema import long_term_memory as t
+from memstream.store.schema import memory_embedding as e
+from memstream.text.normalise import fold_spaces_and_case
+
+_CHUNK = 500  # ids per IN (...) list
+MEMORY_KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
+# (memories, deleted memories) of a user, what the lexical index follows; then the same plus
+# the user's vectors of the embedding model, what the vector matrix follows. Each only grows.
+Counts = tuple[int, int]
+Fingerprint = tuple[int, int, int]
+# The unique key of a memory's content: (tenant_id, user_id, cube_id, content_hash).
+ContentKey = tuple[str, str, str, str]
+
+COLUMNS = (
+    t.c.id,
+    t.c.tenant_id,
+    t.c.user_id,
+    t.c.agent_id,
+    t.c.cube_id,
+    t.c.memory_type,
+    t.c.content,
+    t.c.importance,
+    t.c.source_event_ids,
+    t.c.created_at,
+    t.c.kind,
+    t.c.occurred_at,
+)
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """A stored naive time as an aware UTC one."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _naive_utc(value: datetime | None) -> datetime | None:
+    """A time as the columns keep it: naive UTC (a naive input is taken as UTC)."""
+    if value is None or value.tzinfo is None:
+        return value
+    return value.astimezone(UTC).replace(tzinfo=None)
+
+
+def item_of(row: Row[Any]) -> MemoryItem:
+    created: datetime = row.created_at
+    kind: MemoryKind = row.kind if row.kind in MEMORY_KINDS else "fact"
+    return MemoryItem(
+        id=row.id,
+        tenant_id=row.tenant_id,
+        user_id=row.user_id,
+        agent_id=row.agent_id,
+        cube_id=row.cube_id,
+        memory_type=row.memory_type,
+        content=row.content,
+        importance=int(row.importance),
+        source_event_ids=tuple(str(e) for e in (row.source_event_ids or ())),
+        created_at=created.replace(tzinfo=UTC) if created.tzinfo is None else created,
+        kind=kind,
+        occurred_at=_utc(row.occurred_at),
+    )
+
+
+def new_row(memory: NewMemory, now: datetime) -> dict[str, Any]:
+    if memory.memory_type not in MEMORY_TYPES:
+        raise ValueError(f"unknown memory_type {memory.memory_type!r}")
+    if memory.cube_id != USER_PROFILE and not memory.cube_id.startswith("agent_"):
+        raise ValueError(f"cube_id must be {USER_PROFILE!r} or 'agent_<agent_id>'")
+    if not fold_spaces_and_case(memory.content):
+        raise ValueError("memory content is empty")
+    if memory.kind not in MEMORY_KINDS:
+        raise ValueError(f"unknown memory kind {memory.kind!r}")
+    memory_type: MemoryType = memory.memory_type
+    return {
+        "id": uuid.uuid4().hex,
+        "tenant_id": memory.tenant_id,
+        "user_id": memory.user_id,
+        "agent_id": memory.agent_id,
+        "cube_id": memory.cube_id,
+        "memory_type": memory_type,
+        "content": memory.content,
+        "importance": min(10, max(1, int(memory.importance))),
+        "source_event_ids": list(memory.source_event_ids),
+        "content_hash": content_hash(memory.content),
+        "created_at": now,
+        "deleted_at": None,
+        "kind": memory.kind,
+        "occurred_at": _naive_utc(memory.occurred_at),
+    }
+
+
+def content_key(row: dict[str, Any]) -> ContentKey:
+    return (row["tenant_id"], row["user_id"], row["cube_id"], row["content_hash"])
+
+
+def chunks(values: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(values), _CHUNK):
+        yield values[start : start + _CHUNK]
+
+
+# --- writes ------------------------------------------------------------------------------
+
+
+def insert_ignore(dialect: str) -> Insert:
+    # A row whose (tenant_id, user_id, cube_id, content_hash) is already stored is left as
+    # it is: the statement is a no-op for it, never an error.
+    if dialect == "sqlite":
+        return sqlite.insert(t).on_conflict_do_nothing()
+    stmt = mysql.insert(t)
+    return stmt.on_duplicate_key_update(content_hash=stmt.inserted.content_hash)
+
+
+async def read_back(
+    conn: AsyncConnection, rows: Sequence[dict[str, Any]]
+) -> tuple[dict[ContentKey, MemoryItem], list[tuple[str, str]]]:
+    """The live stored row behind each new row's key, and ids of deleted key holders."""
+    wanted = {content_key(r) for r in rows}
+    by_cube: dict[tuple[str, str, str], list[str]] = {}
+    for tenant, user, cube, digest in sorted(wanted):
+        by_cube.setdefault((tenant, user, cube), []).append(digest)
+    found: dict[ContentKey, MemoryItem] = {}
+    dead: list[tuple[str, str]] = []
+    for (tenant, user, cube), digests in by_cube.items():
+        for chunk in chunks(digests):
+            # Point lookups on the unique key.
+            query = select(*COLUMNS, t.c.content_hash, t.c.deleted_at).where(
+                t.c.tenant_id == tenant,
+                t.c.user_id == user,
+                t.c.cube_id == cube,
+                t.c.content_hash.in_(chunk),
+            )
+            for row in (await conn.execute(query)).all():
+                key = (row.tenant_id, row.user_id, row.cube_id, row.content_hash)
+                if row.deleted_at is not None:
+                    dead.append((row.tenant_id, row.id))
+                else:
+                    found[key] = item_of(row)
+    return found, dead
+
+
+async def free_key(conn: AsyncConnection, tenant_id: str, memory_id: str) -> None:
+    """Tombstone a deleted row that still holds its content key."""
+    await conn.execute(
+        update(t).where(t.c.tenant_id == tenant_id, t.c.id == memory_id).values(content_hash=t.c.id)
+    )
+
+
+def by_ids(tenant_id: str, ids: Sequence[str]) -> tuple[Any, ...]:
+    """The live memories of ``tenant_id`` among ``ids``."""
+    return (t.c.tenant_id == tenant_id, t.c.id.in_(ids), t.c.deleted_at.is_(None))
+
+
+def of_user(tenant_id: str, user_id: str) -> tuple[Any, ...]:
+    """The live memories of one user."""
+    return (t.c.tenant_id == tenant_id, t.c.user_id == user_id, t.c.deleted_at.is_(None))
+
+
+async def expire(conn: AsyncConnection, scope: tuple[Any, ...]) -> list[str]:
+    # Lock the rows first so that two concurrent deletes never both report the same id
+    # (SQLite ignores FOR UPDATE: its writers are serialised anyway).
+    query = select(t.c.id).where(*scope).with_for_update()
+    ids = [row.id for row in (await conn.execute(query)).all()]
+    if ids:
+        # The tombstone frees the content key (docs/design/builtin-store.md).
+        await conn.execute(update(t).where(*scope).values(deleted_at=now(), content_hash=t.c.id))
+    return ids
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+async def list_live(
+    conn: AsyncConnection, tenant_id: str, user_id: str, cubes: Sequence[str]
+) -> list[MemoryItem]:
+    query = (
+        select(*COLUMNS)
+        .where(
+            t.c.tenant_id == tenant_id,
+            t.c.user_id == user_id,
+            t.c.cube_id.in_(cubes),
+            t.c.deleted_at.is_(None),
+        )
+        .order_by(t.c.created_at.desc(), t.c.id)
+    )
+    return [item_of(row) for row in (await conn.execute(query)).all()]
+
+
+async def fingerprint(
+    conn: AsyncConnection, tenant_id: str, user_id: str, model: str | None
+) -> Fingerprint:
+    """The user's memory counts and, with an embedding ``model``, the count of its vectors."""
+    columns: list[Any] = [func.count(), func.count(t.c.deleted_at)]
+    if model is not None:
+        # The vector count in the same statement: one round trip, one consistent view.
+        columns.append(
+            select(func.count())
+            .select_from(e)
+            .where(e.c.tenant_id == tenant_id, e.c.user_id == user_id, e.c.model == model)
+            .scalar_subquery()
+        )
+    query = select(*columns).where(t.c.tenant_id == tenant_id, t.c.user_id == user_id)
+    row = (await conn.execute(query)).one()
+    return int(row[0]), int(row[1]), int(row[2]) if len(row) > 2 else 0
+
+
+async def changes(
+    conn: AsyncConnection,
+    dialect: str,
+    tenant_id: str,
+    user_id: str,
+    held: Container[str] | None,
+) -> tuple[Counts, list[str], list[MemoryItem]]:
+    """Fresh counts, the live ids and the live memories not in ``held``.
+
+    The fingerprint and the live ids come from one statement (one consistent view), the
+    ids joined into one string: aiomysql decodes a thousand one-column rows in about
+    4 ms, one string in well under one. Rows read afterwards may be newer than the
+    fingerprint, which costs one more refresh later, never a stale hit."""
+    if dialect != "sqlite" and not conn.info.get("memstream_group_concat"):
+        # MySQL 8 caps GROUP_CONCAT at 1,024 bytes by default (MariaDB at 1 MB); the
+        # setting lives as long as the pooled connection.
+        await conn.exec_driver_sql("SET SESSION group_concat_max_len = 16777216")
+        conn.info["memstream_group_concat"] = True
+    live_id = case((t.c.deleted_at.is_(None), t.c.id))
+    query = select(func.count(), func.count(t.c.deleted_at), func.group_concat(live_id)).where(
+        t.c.tenant_id == tenant_id, t.c.user_id == user_id
+    )
+    total, deleted, joined = (await conn.execute(query)).one()
+    counts = (int(total), int(deleted))
+    live_ids = joined.split(",") if joined else []
+    if len(set(live_ids)) != counts[0] - counts[1]:
+        # An id with a comma in it, or a truncated list: read them one row each.
+        live_query = select(t.c.id).where(*of_user(tenant_id, user_id))
+        live_ids = [row.id for row in (await conn.execute(live_query)).all()]
+    missing = [i for i in live_ids if held is None or i not in held]
+    added: list[MemoryItem] = []
+    for chunk in chunks(missing):
+        query = select(*COLUMNS).where(*by_ids(tenant_id, chunk))
+        added += [item_of(row) for row in (await conn.execute(query)).all()]
+    return counts, live_ids, added
