@@ -15,12 +15,12 @@ from memstream import metrics
 from memstream.agents.dedupe import read
 from memstream.agents.persist import read as read_plan
 from memstream.events.deadletter import SourceRecord
+from memstream.failure.classify import failure_reason
 from memstream.longterm.conflict import LLMConflictResolver
 from memstream.longterm.payloads import dumps
 from memstream.longterm.retention import Retention
 from memstream.longterm.stages import persist, plan
 from memstream.longterm.user_queue import Admission, Outcomes, UserOrder
-from memstream.retry import failure_reason
 from memstream.streams import shared
 from memstream.streams.app import app, settings
 from memstream.streams.stage import Settle, decoded, publish_dead_letter, retry_later

@@ -11,12 +11,12 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
 from aiokafka.errors import KafkaError
 
 from memstream import metrics
+from memstream.broker.clients import make_consumer, stop_consumer
 from memstream.events.checks import summary_checks
 from memstream.events.deadletter import SourceRecord
+from memstream.failure.inplace import retry_forever
 from memstream.history import STAGE, HistoryWriter, Triage
-from memstream.kafka import stop_consumer
 from memstream.metrics import Lag
-from memstream.retry import retry_forever
 from memstream.roles import history_group
 from memstream.runtime import Resources
 from memstream.store.rebuilds import CacheRebuilds
@@ -160,8 +160,8 @@ async def history() -> None:
         max_content_chars=settings.max_content_chars,
         max_backoff=settings.db_retry_max_seconds,
     )
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
+    consumer = make_consumer(
+        settings,
         group_id=history_group(settings.app_id),
         client_id=f"{settings.app_id}-history",
         enable_auto_commit=False,

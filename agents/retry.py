@@ -22,10 +22,10 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 
 from memstream import metrics
+from memstream.broker.clients import make_consumer, stop_consumer
 from memstream.events.deadletter import SourceRecord
-from memstream.kafka import stop_consumer
-from memstream.longterm.backoff import RetryRecord
-from memstream.retry import retry_forever
+from memstream.failure.inplace import retry_forever
+from memstream.failure.tiers import RetryRecord
 from memstream.roles import inputs_of
 from memstream.streams import shared
 from memstream.streams.app import app, group, roles, settings
@@ -96,7 +96,7 @@ class Redelivery:
                 # A stage of another role: that role's group reads the tiers too and sends it.
                 handled = record.offset + 1
                 continue
-            if pending.not_before > time.time():
+            if not pending.due(time.time()):
                 # Read it again when due; nothing later on this tier is due before it.
                 self.consumer.seek(tp, record.offset)
                 self.consumer.pause(tp)
@@ -132,9 +132,9 @@ class Redelivery:
 
 @app.task  # type: ignore[untyped-decorator]
 async def redeliver() -> None:
-    consumer = AIOKafkaConsumer(
+    consumer = make_consumer(
+        settings,
         *(topic.get_topic_name() for topic in retry_tiers.values()),
-        bootstrap_servers=settings.kafka_bootstrap_servers,
         group_id=f"{group}.retry",
         enable_auto_commit=False,
         auto_offset_reset="earliest",

@@ -17,6 +17,7 @@ from memstream.errors import InvalidEvent
 from memstream.events.checks import Conversation, read_summary_check
 from memstream.shortterm.fold import fold_many
 from memstream.shortterm.llm_summary import model_summary
+from memstream.settings import SUMMARY_BUDGET_TOKENS
 from memstream.store.summaries import Covering, Summary, Uncovered
 from memstream.streams import shared
 from memstream.streams.app import app, settings
@@ -28,7 +29,6 @@ log = logging.getLogger(__name__)
 
 STAGE = "summary"
 TRIGGER = 20  # uncovered messages that call for a new summary (CONTRACT section 5)
-BUDGET = 2000  # tokens, about
 FOLD_MESSAGES = 200  # new messages one fold reads at most; the rest go into the next one
 CHUNK = 100  # conversations read, folded and written together
 CALL_CHARS = 2_000_000  # message text sent to the CPU process in one call, about
@@ -55,7 +55,7 @@ async def summarise(conversations: Sequence[Conversation]) -> dict[Conversation,
         async def by_model(conversation: Conversation, work: Uncovered) -> None:
             previous = work.previous.text if work.previous else None
             async with limit:
-                text = await model_summary(client, previous, _turns(work), budget_tokens=BUDGET)
+                text = await model_summary(client, previous, _turns(work))
             if text is not None:
                 written[conversation] = Summary(text, count_tokens(text))
 
@@ -93,7 +93,8 @@ async def _fold(
         size += chars
     for call in filter(None, calls):
         try:
-            folded = await pool().run(fold_many, [(u.previous, _turns(u)) for _, u in call], BUDGET)
+            folds = [(u.previous, _turns(u)) for _, u in call]
+            folded = await pool().run(fold_many, folds, SUMMARY_BUDGET_TOKENS)
         except Exception as exc:
             if len(call) == 1:
                 log.error("summary of %s failed", call[0][0], exc_info=exc)

@@ -45,16 +45,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 from sqlalchemy import insert
 
 from bench.support import REPO, isolated_settings, log_dir, print_top
-from memstream import offsets
-from memstream.kafka import (
-    PUBLIC_TOPICS,
-    admin_client,
-    ensure_topics,
-    internal_topics,
-    live_members,
-    producer,
-    stop_consumer,
-)
+from memstream.broker import offsets
+from memstream.broker.topics import partitions
+from memstream.broker.clients import group_less_consumer
+from memstream.broker.clients import admin_client, producer, stop_consumer
+from memstream.broker.groups import live_members
+from memstream.broker.topics import ensure_topics
+from memstream.topology import PUBLIC_TOPICS, internal_topics
 from memstream.launch import Launched, memstream_argv, settings_env, stop_all
 from memstream.roles import ROLES, group_id, inputs_of, reading_group
 from memstream.settings import Settings
@@ -239,8 +236,8 @@ class Run:
 
 async def lagging(admin: AIOKafkaAdminClient, settings: Settings, group: str, topic: str) -> int:
     """Records of ``topic`` the group has not committed yet."""
-    tps = await offsets.partitions(admin, settings.topic(topic))
-    consumer = offsets.group_less_consumer(settings.kafka_bootstrap_servers)
+    tps = await partitions(admin, settings.topic(topic))
+    consumer = group_less_consumer(settings)
     await consumer.start()
     try:
         ends = await offsets.high_watermarks(consumer, tps)

@@ -24,7 +24,8 @@ from memstream import metrics
 from memstream.errors import InvalidEvent, Refused
 from memstream.events.deadletter import DeadLetter, SourceRecord, dead_letter
 from memstream.events.parse import MessageWritten, parse_message
-from memstream.retry import TRANSIENT, retry_forever
+from memstream.failure.classify import TRANSIENT
+from memstream.failure.inplace import retry_forever
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore, StoredMessage, utc_naive
 from memstream.store.rebuilds import CacheRebuilds

@@ -17,6 +17,7 @@ import httpx
 from prometheus_client import Counter, Histogram
 
 from memstream.errors import ConfigurationError, LLMError
+from memstream.failure.http import describe, error_snippet, snippet
 
 if TYPE_CHECKING:
     from memstream.settings import Settings
@@ -37,8 +38,6 @@ LLM_SECONDS = Histogram(
     ["purpose"],
     buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60),
 )
-
-_SNIPPET_CHARS = 200
 
 
 class LLMClient:
@@ -136,13 +135,13 @@ class LLMClient:
             raise TimeoutError from None
         except httpx.HTTPError as exc:
             raise LLMError(
-                "connection", f"the LLM at {self.url} is not reachable: {_describe(exc)}"
+                "connection", f"the LLM at {self.url} is not reachable: {describe(exc)}"
             ) from None
         if response.is_error:
             raise LLMError(
                 "http",
                 f"the LLM at {self.url} answered HTTP {response.status_code}: "
-                f"{_error_snippet(response)}",
+                f"{error_snippet(response)}",
             )
         try:
             body = response.json()
@@ -150,7 +149,7 @@ class LLMClient:
             raise LLMError(
                 "bad_response",
                 f"the LLM at {self.url} answered a body that is not JSON: "
-                f"{_snippet(response.text)!r}",
+                f"{snippet(response.text)!r}",
             ) from None
         return self._content(body)
 
@@ -161,7 +160,7 @@ class LLMClient:
             raise LLMError(
                 "bad_response",
                 f"the LLM at {self.url} answered without choices[0].message.content: "
-                f"{_snippet(str(body))!r}",
+                f"{snippet(str(body))!r}",
             ) from None
         if isinstance(content, list):
             # Some servers answer content parts instead of one string.
@@ -178,27 +177,3 @@ class LLMClient:
         if not content.strip():
             raise LLMError("empty", f"the LLM at {self.url} answered an empty completion")
         return content
-
-
-def _snippet(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "..."
-
-
-def _error_snippet(response: httpx.Response) -> str:
-    """The server's own error message when it sends the usual ``{"error": {...}}``."""
-    try:
-        body = response.json()
-    except ValueError:
-        return _snippet(response.text) or response.reason_phrase
-    if isinstance(body, dict):
-        error = body.get("error", body.get("detail", body.get("message")))
-        if isinstance(error, dict):
-            error = error.get("message", error)
-        if error:
-            return _snippet(str(error))
-    return _snippet(response.text)
-
-
-def _describe(exc: httpx.HTTPError) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -27,22 +27,15 @@ from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client import REGISTRY, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from memstream import offsets
-from memstream.kafka import admin_client, stop_consumer
-from memstream.longterm.backoff import RetryPolicy, tier_topic
-from memstream.readiness import Group, committed_by_role, describe_groups
+from memstream import topology
+from memstream.broker import offsets
+from memstream.broker.clients import admin_client, group_less_consumer, stop_consumer
+from memstream.broker.groups import Group, committed_by_role, describe_groups
+from memstream.broker.topics import partitions
 from memstream.settings import Settings
 
 # Each stage and the topic it reads, in the order records flow.
-STAGES = (
-    ("history", "message-written"),
-    ("session", "session-ended"),
-    ("judge", "lt-judge"),
-    ("dedupe", "lt-dedupe"),
-    ("conflict", "lt-conflict"),
-    ("persist", "lt-persist"),
-    ("summary", "summary-check"),
-)
+STAGES = tuple((stage.name, stage.input) for stage in topology.STAGES)
 # Dead letters read per partition, the newest, to count by reason.
 NEWEST_DEAD_LETTERS = 500
 # Rates are taken against the newest earlier snapshot at least this old, and at most the other.
@@ -134,16 +127,16 @@ class Pipeline:
 
     async def snapshot(self) -> dict[str, Any]:
         s = self.settings
-        tiers = [tier_topic(n) for n in range(1, RetryPolicy.from_settings(s).tiers + 1)]
-        consumer = offsets.group_less_consumer(s.kafka_bootstrap_servers)
+        tiers = topology.tier_topics(s)
+        consumer = group_less_consumer(s)
         async with admin_client(s) as admin:
             groups = await describe_groups(admin, s.app_id)
             live = [g for g in groups if g.members]
             hosts = sorted({host for g in live for host in g.members})
-            stage_tps = {stage: await offsets.partitions(admin, s.topic(t)) for stage, t in STAGES}
+            stage_tps = {stage: await partitions(admin, s.topic(t)) for stage, t in STAGES}
             staged = [tp for tps in stage_tps.values() for tp in tps]
-            tier_tps = [tp for t in tiers for tp in await offsets.partitions(admin, s.topic(t))]
-            letter_tps = await offsets.partitions(admin, s.topic("dead-letter"))
+            tier_tps = [tp for t in tiers for tp in await partitions(admin, s.topic(t))]
+            letter_tps = await partitions(admin, s.topic("dead-letter"))
             await consumer.start()
             try:
                 ends = await offsets.high_watermarks(consumer, staged + tier_tps + letter_tps)
@@ -226,7 +219,7 @@ async def _dead_letters(
     if remaining:
         # A consumer of its own, assigned once: reading on the one that fetched the ends, after
         # a new assignment, can leave its stop waiting on the bundled broker.
-        consumer = offsets.group_less_consumer(settings.kafka_bootstrap_servers)
+        consumer = group_less_consumer(settings)
         await consumer.start()
         try:
             consumer.assign(remaining)

@@ -1,6 +1,8 @@
 """Stage roles: the stream stages a worker runs (``memstream worker --stages``), the topics each
 role reads, and the consumer groups they read them in.
 
+The stages of each role are in ``memstream.topology``.
+
 - ``history``: ``message-written`` into the record and the cache; needs the database and
   Redis, and is the one role ingest waits on.
 - ``summary``: conversation summaries (``summary-check``); CPU (extractive) or the LLM.
@@ -22,12 +24,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-ROLES = ("history", "summary", "longterm")
-_INPUTS = {
-    "history": ("message-written",),
-    "summary": ("summary-check",),
-    "longterm": ("session-ended", "lt-judge", "lt-dedupe", "lt-conflict", "lt-persist"),
-}
+# Which role runs which stage, and so reads which topic, is declared with the topology.
+from memstream.topology import ROLES, inputs_of, role_of_topic
+
+__all__ = [
+    "ROLES",
+    "group_id",
+    "groups_running",
+    "history_group",
+    "inputs_of",
+    "parse_stages",
+    "reading_group",
+    "role_of_topic",
+]
 
 
 def parse_stages(text: str) -> tuple[str, ...]:
@@ -68,13 +77,3 @@ def groups_running(app_id: str, role: str) -> list[str]:
         return [history_group(app_id)]
     other = next(r for r in ROLES if r not in ("history", role))
     return [group_id(app_id, (role,)), group_id(app_id, (role, other)), app_id]
-
-
-def inputs_of(*roles: str) -> tuple[str, ...]:
-    """The topics (without prefix) the stages of ``roles`` read."""
-    return tuple(topic for role in ROLES if role in roles for topic in _INPUTS[role])
-
-
-def role_of_topic(topic: str) -> str | None:
-    """The role that reads ``topic`` (without prefix); None for a topic no stage reads."""
-    return next((role for role, topics in _INPUTS.items() if topic in topics), None)

@@ -10,6 +10,9 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Tokens a conversation summary is folded to, and what the context window keeps for it.
+SUMMARY_BUDGET_TOKENS = 2000
+
 
 class Settings(BaseSettings):
     """Every knob memstream has; nothing else reads the environment."""
@@ -62,7 +65,7 @@ class Settings(BaseSettings):
     short_term_timeout_seconds: float = Field(default=0.5, gt=0)
     long_term_timeout_seconds: float = Field(default=0.8, gt=0)
     window_max_tokens: int = Field(default=8000, ge=1)
-    summary_budget_tokens: int = Field(default=2000, ge=0)
+    summary_budget_tokens: int = Field(default=SUMMARY_BUDGET_TOKENS, ge=0)
     long_term_budget_tokens: int = Field(default=4000, ge=0)
     user_profile_share: float = Field(default=0.6, ge=0, le=1)
     # The part of the user profile's share kept for facts before episodes may use it.

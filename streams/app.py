@@ -7,6 +7,7 @@ from pathlib import Path
 
 import faust
 
+from memstream.broker.clients import broker_urls
 from memstream.roles import group_id
 from memstream.streams.config import current
 
@@ -21,16 +22,10 @@ _datadir = Path(tempfile.gettempdir()) / "memstream-faust" / group
 _datadir.parent.mkdir(parents=True, exist_ok=True)
 
 
-def broker_urls(bootstrap_servers: str) -> list[str]:
-    """Faust's broker URLs for a Kafka ``host:port,host:port`` list."""
-    return [
-        f"kafka://{server.strip()}" for server in bootstrap_servers.split(",") if server.strip()
-    ]
-
-
 app = faust.App(
     group,
-    broker=broker_urls(settings.kafka_bootstrap_servers),
+    # Reaches the broker as every other client memstream builds does.
+    broker=broker_urls(settings),
     store="memory://",
     # A new consumer group starts at the beginning: nothing published before the first
     # worker started is skipped.

@@ -1,9 +1,9 @@
 """How every stream stage settles each record it reads: finished, tried again later, or
 dead-lettered with its stage and reason, and acknowledged only then, never before.
 
-What a failure means is decided in one place (``memstream.retry.failure_reason``). An outage
+What a failure means is decided in one place (``memstream.failure.classify``). An outage
 (database, provider, broker, network) sends the record to the retry tier of its attempt
-(``memstream.longterm.backoff``), from where ``agents/retry.py`` sends it back to its topic when
+(``memstream.failure.tiers``), from where ``agents/retry.py`` sends it back to its topic when
 due, until it has been failing for ``MEMSTREAM_RETRY_HORIZON_SECONDS``: then it is dead-lettered
 as ``retries_exhausted``. Anything else is dead-lettered at once: ``invalid_payload`` (a record
 the stage cannot read), the public event's own reason, ``rejected_by_database`` or
@@ -23,8 +23,9 @@ import faust
 from memstream import metrics
 from memstream.errors import InvalidEvent
 from memstream.events.deadletter import SourceRecord, dead_letter
-from memstream.longterm.backoff import Failing, next_try
-from memstream.retry import failure_reason, retry_forever
+from memstream.failure.classify import failure_reason
+from memstream.failure.inplace import retry_forever
+from memstream.failure.tiers import Failing, next_try
 from memstream.streams import shared
 from memstream.streams.topics import retry_policy, retry_tiers
 

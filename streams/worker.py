@@ -10,34 +10,33 @@ import logging
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from memstream import offsets
-from memstream.kafka import (
-    PUBLIC_TOPICS,
-    admin_client,
-    ensure_topics,
-    internal_topics,
-)
-from memstream.longterm.backoff import RetryPolicy, tier_topic
+from memstream.broker import offsets
+from memstream.broker.clients import admin_client
+from memstream.broker.topics import ensure_topics, partitions
 from memstream.metrics import faust_lag, update_consumer_lag
-from memstream.roles import (
-    ROLES,
-    group_id,
-    groups_running,
-    inputs_of,
-    reading_group,
-    role_of_topic,
-)
+from memstream.roles import group_id, groups_running, reading_group
 from memstream.settings import Settings
+from memstream.topology import (
+    PUBLIC_TOPICS,
+    ROLES,
+    STAGES,
+    inputs_of,
+    internal_topics,
+    role_of_topic,
+    tier_topics,
+)
 
 log = logging.getLogger(__name__)
 
 LAG_INTERVAL_SECONDS = 10.0
 
+# Besides one agent module per stage (named after it in memstream.topology): the embedding
+# backfill runs with the long-term stages.
+_BESIDES = {"longterm": ("embed",)}
 # The agent modules of each role; importing one registers its agents on the app.
 AGENTS = {
-    "history": ("history",),
-    "summary": ("summary",),
-    "longterm": ("session", "judge", "dedupe", "conflict", "persist", "embed"),
+    role: (*(stage.name for stage in STAGES if stage.role == role), *_BESIDES.get(role, ()))
+    for role in ROLES
 }
 
 
@@ -68,13 +67,12 @@ async def take_over(settings: Settings, roles: tuple[str, ...]) -> None:
     ]
     if "summary" in roles or "longterm" in roles:
         retry = f"{group_id(settings.app_id, roles)}.retry"  # agents/retry.py
-        tiers = RetryPolicy.from_settings(settings).tiers
         legacy = [f"{settings.app_id}.retry"]
-        reads += [(retry, tier_topic(n), legacy) for n in range(1, tiers + 1)]
+        reads += [(retry, tier, legacy) for tier in tier_topics(settings)]
     async with admin_client(settings) as admin:
         forward: dict[str, dict[TopicPartition, int]] = {}
         for own_group, name, groups in reads:
-            tps = await offsets.partitions(admin, settings.topic(name))
+            tps = await partitions(admin, settings.topic(name))
             others = [g for g in groups if g != own_group]
             if not tps or not others:
                 continue
@@ -90,7 +88,7 @@ async def take_over(settings: Settings, roles: tuple[str, ...]) -> None:
 
 async def _commit(settings: Settings, group: str, positions: dict[TopicPartition, int]) -> None:
     try:
-        await offsets.commit(settings.kafka_bootstrap_servers, group, positions)
+        await offsets.commit(settings, group, positions)
         log.info("%s: took over %d partition offset(s) from other groups", group, len(positions))
     except KafkaError as exc:  # a live group refuses: its members' positions stand
         log.info("%s: offsets not taken over (%r)", group, exc)

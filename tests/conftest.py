@@ -11,8 +11,8 @@ import pytest
 import redis.asyncio as aioredis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.broker.clients import wait_for_broker
 from memstream.errors import ServiceUnavailable
-from memstream.kafka import wait_for_broker
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
 from memstream.store.messages import MessageStore

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from memstream.broker.topics import records_until_now
 from memstream.events.deadletter import Letter, read_letter
-from memstream.kafka import records_until_now
 from memstream.settings import Settings
 
 PREVIEW_CHARS = 60

@@ -23,18 +23,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
-from memstream import offsets
-from memstream.errors import ServiceUnavailable
-from memstream.kafka import (
-    PUBLIC_TOPICS,
-    STAGE_TOPICS,
+from memstream.broker import offsets
+from memstream.broker.clients import (
     admin_client,
+    group_less_consumer,
     stop_consumer,
     wait_for_broker,
 )
+from memstream.broker.topics import partitions
+from memstream.errors import ServiceUnavailable
 from memstream.launch import Launched, answers, api_url, memstream_argv, settings_env
 from memstream.settings import Settings, masked_url
 from memstream.store.database import migrate
+from memstream.topology import PUBLIC_TOPICS, STAGE_TOPICS
 
 DEV_BROKER = "127.0.0.1:19092"
 DEV_DIR = Path("var/dev")
@@ -291,11 +292,11 @@ async def _drain(settings: Settings, within: float) -> None:
     ``within`` seconds: what it has not is lost with a memory-only broker."""
     topics = [settings.topic(t) for t in (*PUBLIC_TOPICS, *STAGE_TOPICS) if t != "dead-letter"]
     deadline = time.monotonic() + within
-    consumer = offsets.group_less_consumer(settings.kafka_bootstrap_servers)
+    consumer = group_less_consumer(settings)
     await consumer.start()
     try:
         async with admin_client(settings) as admin:
-            tps = [tp for topic in topics for tp in await offsets.partitions(admin, topic)]
+            tps = [tp for topic in topics for tp in await partitions(admin, topic)]
             ends = await offsets.high_watermarks(consumer, tps)
             while time.monotonic() < deadline:
                 done = await offsets.committed(admin, settings.app_id, tps)

@@ -182,7 +182,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command in ("redrive", "dead-letters"):
         return _dead_letters(args, settings)
     if args.command == "replay":
-        from memstream.kafka import replay
+        from memstream.broker.replay import replay
 
         rewinds = asyncio.run(replay(settings, args.topic, args.to))
         for r in rewinds:

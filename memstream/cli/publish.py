@@ -11,9 +11,10 @@ from typing import Any
 import orjson
 from tqdm import tqdm
 
+from memstream.broker.clients import producer
+from memstream.broker.topics import ensure_topics
 from memstream.errors import InvalidEvent
 from memstream.events.parse import decode_value, parse_message, parse_session_end
-from memstream.kafka import ensure_topics, producer
 from memstream.settings import Settings
 
 INPUT_TOPICS = ("message-written", "session-ended")

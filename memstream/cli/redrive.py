@@ -19,12 +19,13 @@ from sqlalchemy import Connection, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.broker.clients import producer
 from memstream.cli.deadletters import Reading, Selection, selected
 from memstream.events.deadletter import Letter
-from memstream.kafka import REDRIVE_TOPICS, producer
 from memstream.settings import Settings
 from memstream.store.database import create_engine
 from memstream.store.schema import redriven_letter as t
+from memstream.topology import REDRIVE_TOPICS
 
 CHUNK = 500
 REDRIVEN_HEADER = "memstream-redriven-from"

@@ -10,8 +10,6 @@ raises :class:`~memstream.errors.ServiceUnavailable`.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -32,6 +30,7 @@ from memstream.api.models import (
     SearchRequest,
 )
 from memstream.errors import ApiError, ServiceUnavailable
+from memstream.failure.http import HttpRetry, RetryLater, retry_after
 from memstream.loadpath.models import ContextRequest, ContextResponse, ProviderName
 from memstream.memory import MemoryType
 
@@ -85,13 +84,35 @@ def _error(response: httpx.Response) -> ApiError:
     return ApiError(response.status_code, code, message)
 
 
+def _retries(retries: int) -> HttpRetry:
+    """One try and ``retries`` more, pausing longer each time or as the server says."""
+    return HttpRetry(retries + 1, FIRST_PAUSE_SECONDS, LONGEST_PAUSE_SECONDS)
+
+
 def _pause(attempt: int, response: httpx.Response | None) -> float:
-    """Before try ``attempt + 1``: the server's Retry-After when it gives seconds, else a
-    doubling pause."""
-    after = None if response is None else response.headers.get("retry-after", "")
-    if after and after.isdigit():
-        return min(float(after), LONGEST_PAUSE_SECONDS)
-    return min(FIRST_PAUSE_SECONDS * 2.0**attempt, LONGEST_PAUSE_SECONDS)
+    """Before try ``attempt + 1``: at least the server's Retry-After, else a doubling pause."""
+    return _retries(0).pause(attempt, None if response is None else retry_after(response))
+
+
+def _answer(response: httpx.Response) -> httpx.Response:
+    """``response``, or a ``RetryLater`` when it is one to try again."""
+    if response.status_code == RETRY_STATUS:
+        raise RetryLater(f"HTTP {RETRY_STATUS}", after=retry_after(response), response=response)
+    return response
+
+
+def _settled(call: Call[M], failure: Exception) -> M | None:
+    """What a call whose last try raised ``failure`` answers, or the error it raises."""
+    if isinstance(failure, RetryLater) and failure.response is not None:
+        return call.read(failure.response)
+    if isinstance(failure, httpx.HTTPError):
+        raise _unreachable(call, failure) from failure
+    raise failure
+
+
+def _refused(exc: Exception) -> bool:
+    """Whether a try failed before the server had the request: worth another."""
+    return isinstance(exc, (RetryLater, httpx.ConnectError, httpx.ConnectTimeout))
 
 
 def _unreachable(call: Call[Any], exc: Exception) -> ServiceUnavailable:
@@ -263,20 +284,15 @@ class AsyncClient:
 
     async def send(self, call: Call[M]) -> M | None:
         """Send ``call``, trying a 503 or a refused connection again."""
-        for attempt in range(self.retries + 1):
-            response = None
-            try:
-                response = await self._http.send(call.request(self._http))
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                if attempt == self.retries:
-                    raise _unreachable(call, exc) from exc
-            except httpx.HTTPError as exc:
-                raise _unreachable(call, exc) from exc
-            else:
-                if response.status_code != RETRY_STATUS or attempt == self.retries:
-                    return call.read(response)
-            await asyncio.sleep(_pause(attempt, response))
-        raise AssertionError("unreachable")
+
+        async def attempt() -> httpx.Response:
+            return _answer(await self._http.send(call.request(self._http)))
+
+        try:
+            response = await _retries(self.retries).run(attempt, worth=_refused)
+        except (RetryLater, httpx.HTTPError) as failure:
+            return _settled(call, failure)
+        return call.read(response)
 
     async def agent_config(self, *, tenant_id: str, agent_id: str) -> AgentConfigOut | None:
         """``GET /v1/agents/{id}/config``: the agent's configuration, None when it has none."""
@@ -319,20 +335,15 @@ class Client:
 
     def send(self, call: Call[M]) -> M | None:
         """Send ``call``, trying a 503 or a refused connection again."""
-        for attempt in range(self.retries + 1):
-            response = None
-            try:
-                response = self._http.send(call.request(self._http))
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                if attempt == self.retries:
-                    raise _unreachable(call, exc) from exc
-            except httpx.HTTPError as exc:
-                raise _unreachable(call, exc) from exc
-            else:
-                if response.status_code != RETRY_STATUS or attempt == self.retries:
-                    return call.read(response)
-            time.sleep(_pause(attempt, response))
-        raise AssertionError("unreachable")
+
+        def attempt() -> httpx.Response:
+            return _answer(self._http.send(call.request(self._http)))
+
+        try:
+            response = _retries(self.retries).run_sync(attempt, worth=_refused)
+        except (RetryLater, httpx.HTTPError) as failure:
+            return _settled(call, failure)
+        return call.read(response)
 
     def agent_config(self, *, tenant_id: str, agent_id: str) -> AgentConfigOut | None:
         """``GET /v1/agents/{id}/config``: the agent's configuration, None when it has none."""

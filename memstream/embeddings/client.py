@@ -2,10 +2,11 @@
 ``httpx.AsyncClient``.
 
 Texts go in batches of ``batch_size``; a batch that fails on the way (connection, timeout,
-HTTP 429 or 5xx) is tried again after a capped exponential backoff, one refused for its data
-(any other 4xx) is not. Every answer is checked: one vector per text, every vector of the
-dimension the first answer had. Vectors come back as float32 rows of unit length, so a dot
-product is a cosine. Every failure is an ``EmbeddingError``; the API key is never logged.
+HTTP 429 or a transient 5xx) is tried again after a capped exponential backoff
+(``memstream.failure.http``), one refused for its data (any other 4xx) is not. Every answer is
+checked: one vector per text, every vector of the dimension the first answer had. Vectors come
+back as float32 rows of unit length, so a dot product is a cosine. Every failure is an
+``EmbeddingError``; the API key is never logged.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import random
 from collections.abc import Sequence
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,15 @@ import numpy as np
 import numpy.typing as npt
 
 from memstream.errors import ConfigurationError, EmbeddingError
+from memstream.failure.http import (
+    RETRY_STATUS,
+    HttpRetry,
+    RetryLater,
+    describe,
+    error_snippet,
+    retry_after,
+    snippet,
+)
 
 if TYPE_CHECKING:
     from memstream.settings import Settings
@@ -31,17 +41,6 @@ log = logging.getLogger(__name__)
 
 Vectors = npt.NDArray[np.float32]
 """A matrix with one unit-length float32 row per text."""
-
-_SNIPPET_CHARS = 200
-
-
-class _Retryable(Exception):
-    """One attempt failed in a way that a later attempt may not."""
-
-    def __init__(self, detail: str, wait: float | None = None) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.wait = wait  # what the server asked for (Retry-After), if anything
 
 
 class EmbeddingClient:
@@ -77,6 +76,7 @@ class EmbeddingClient:
         self.max_attempts = max_attempts
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
+        self._retry = HttpRetry(max_attempts, backoff_base, backoff_max, spread=(0.5, 1.0))
         self._dimension: int | None = None
         headers = {"Accept": "application/json"}
         if api_key:
@@ -142,40 +142,32 @@ class EmbeddingClient:
 
     async def _embed_batch(self, texts: list[str]) -> Vectors:
         payload = {"model": self.model, "input": texts}
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                # httpx times each phase; the outer bound also stops a server that trickles.
-                async with asyncio.timeout(self.timeout):
-                    body = await self._post(payload)
-            except TimeoutError:
-                failure = _Retryable(f"no answer within {self.timeout:g}s")
-            except _Retryable as exc:
-                failure = exc
-            else:
-                return self._vectors(body, len(texts))
-            if attempt == self.max_attempts:
-                break
-            delay = self._backoff(attempt, failure.wait)
-            log.warning(
-                "embeddings at %s failed (%s); attempt %d of %d in %.2fs",
-                self.url,
-                failure.detail,
-                attempt + 1,
-                self.max_attempts,
-                delay,
-            )
-            await asyncio.sleep(delay)
-        raise EmbeddingError(
-            f"the embeddings endpoint {self.url} failed {self.max_attempts} times; "
-            f"last: {failure.detail}"
-        )
+        try:
+            body = await self._retry.run(partial(self._attempt, payload), self._retried)
+        except RetryLater as last:
+            raise EmbeddingError(
+                f"the embeddings endpoint {self.url} failed {self.max_attempts} times; "
+                f"last: {last.detail}"
+            ) from None
+        return self._vectors(body, len(texts))
 
-    def _backoff(self, attempt: int, asked: float | None) -> float:
-        delay = min(self.backoff_max, self.backoff_base * 2.0 ** (attempt - 1))
-        delay *= 0.5 + random.random() / 2  # spread the retries of concurrent callers
-        if asked is not None:
-            delay = max(delay, min(asked, self.backoff_max))
-        return delay
+    async def _attempt(self, payload: dict[str, Any]) -> Any:
+        try:
+            # httpx times each phase; the outer bound also stops a server that trickles.
+            async with asyncio.timeout(self.timeout):
+                return await self._post(payload)
+        except TimeoutError:
+            raise RetryLater(f"no answer within {self.timeout:g}s") from None
+
+    def _retried(self, tried: int, failure: Exception, pause: float) -> None:
+        log.warning(
+            "embeddings at %s failed (%s); attempt %d of %d in %.2fs",
+            self.url,
+            failure,
+            tried + 1,
+            self.max_attempts,
+            pause,
+        )
 
     async def _post(self, payload: dict[str, Any]) -> Any:
         try:
@@ -183,30 +175,30 @@ class EmbeddingClient:
         except httpx.TimeoutException:
             raise TimeoutError from None
         except httpx.HTTPError as exc:
-            raise _Retryable(f"not reachable: {type(exc).__name__}: {exc}") from None
-        if response.status_code == 429 or response.status_code >= 500:
-            raise _Retryable(
-                f"HTTP {response.status_code}: {_error_snippet(response)}",
-                _retry_after(response),
+            raise RetryLater(f"not reachable: {describe(exc)}") from None
+        if response.status_code in RETRY_STATUS:
+            raise RetryLater(
+                f"HTTP {response.status_code}: {error_snippet(response)}",
+                after=retry_after(response),
             )
         if response.is_error:
             raise EmbeddingError(
                 f"the embeddings endpoint {self.url} refused the request with HTTP "
-                f"{response.status_code}: {_error_snippet(response)}"
+                f"{response.status_code}: {error_snippet(response)}"
             )
         try:
             return response.json()
         except ValueError:
             raise EmbeddingError(
                 f"the embeddings endpoint {self.url} answered a body that is not JSON: "
-                f"{_snippet(response.text)!r}"
+                f"{snippet(response.text)!r}"
             ) from None
 
     def _vectors(self, body: Any, count: int) -> Vectors:
         """The ``count`` vectors of an answer as unit-length float32 rows, in input order."""
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
-            raise self._bad(f"answered without a data list: {_snippet(str(body))!r}")
+            raise self._bad(f"answered without a data list: {snippet(str(body))!r}")
         if len(data) != count:
             raise self._bad(f"answered {len(data)} vectors for {count} texts")
         rows: list[Any] = [None] * count
@@ -239,31 +231,3 @@ class EmbeddingClient:
 
     def _bad(self, what: str) -> EmbeddingError:
         return EmbeddingError(f"the embeddings endpoint {self.url} {what}")
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        value = float(response.headers.get("retry-after", ""))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
-
-
-def _snippet(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "..."
-
-
-def _error_snippet(response: httpx.Response) -> str:
-    """The server's own error message when it sends the usual ``{"error": {...}}``."""
-    try:
-        body = response.json()
-    except ValueError:
-        return _snippet(response.text) or response.reason_phrase
-    if isinstance(body, dict):
-        error = body.get("error", body.get("detail", body.get("message")))
-        if isinstance(error, dict):
-            error = error.get("message", error)
-        if error:
-            return _snippet(str(error))
-    return _snippet(response.text)

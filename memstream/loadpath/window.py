@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from memstream.settings import SUMMARY_BUDGET_TOKENS
+
 MAX_WINDOW_TOKENS = 8000
-SUMMARY_BUDGET = 2000
 
 
 class WindowMessage(Protocol):
@@ -83,7 +84,7 @@ def build_window(
     summary: Summary | None = None,
     *,
     max_tokens: int = MAX_WINDOW_TOKENS,
-    summary_budget: int = SUMMARY_BUDGET,
+    summary_budget: int = SUMMARY_BUDGET_TOKENS,
     earlier: bool = False,
 ) -> Window:
     """The short-term window over the newest ``messages`` of a conversation (oldest first).

@@ -5,7 +5,7 @@ The two input topics are consumed independently, so a ``session-ended`` can over
 messages of its session. Every ``message-written`` partition is checked (sub-agent messages
 carry other keys): the history stage's committed offset must reach the first record at or after
 the session end's time, or the partition's end when the broker cannot look times up
-(``memstream.offsets``). Waiting for the end is never wrong, only longer: it also waits for
+(``memstream.broker.offsets``). Waiting for the end is never wrong, only longer: it also waits for
 messages published after the session end. The wait is bounded and gives way to a rebalance:
 a session end held while the group rebalances would hold the history stage too (a rebalance
 waits for the records in flight), so it goes to a retry tier instead and comes back later.
@@ -21,9 +21,10 @@ from collections.abc import Callable
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from memstream import offsets
+from memstream.broker import offsets
+from memstream.broker.clients import group_less_consumer, make_admin, stop_consumer
+from memstream.broker.topics import partitions
 from memstream.errors import HistoryBehind
-from memstream.kafka import stop_consumer
 from memstream.roles import groups_running
 from memstream.settings import Settings
 
@@ -40,7 +41,7 @@ class HistoryOrdering:
 
     async def _admin_client(self) -> AIOKafkaAdminClient:
         if self._admin is None:
-            admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.kafka_bootstrap_servers)
+            admin = make_admin(self.settings)
             await admin.start()
             self._admin = admin
         return self._admin
@@ -49,9 +50,9 @@ class HistoryOrdering:
         """Per partition, the offset below which every record predates ``timestamp_ms``, or
         the partition's end where the broker cannot tell."""
         admin = await self._admin_client()
-        tps = await offsets.partitions(admin, self.topic)
+        tps = await partitions(admin, self.topic)
         # A consumer per call: one kept for the worker's life would outlive its event loop.
-        consumer = offsets.group_less_consumer(self.settings.kafka_bootstrap_servers)
+        consumer = group_less_consumer(self.settings)
         await consumer.start()
         try:
             ends = await offsets.high_watermarks(consumer, tps)

@@ -14,7 +14,7 @@ So every record joins its user's queue, kept in a table partitioned like the sta
 - The head is planned once and the plan kept with it before anything is written. A second try
   applies the same plan: planning again after a partial write would skip what the first try
   stored and never expire what it superseded.
-- An outage sends the head to the retry tier of its attempt (``memstream.longterm.backoff``);
+- An outage sends the head to the retry tier of its attempt (``memstream.failure.tiers``);
   the user's next records wait in the queue, acknowledged, until it comes back. Its horizon
   counts from when it joined the queue, so no record waits longer than the horizon in all.
 - Once applied, the next record is head and is worked on at once. One that cannot be applied
@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from memstream.events.deadletter import SourceRecord
-from memstream.longterm.backoff import Failing
+from memstream.failure.tiers import Failing
 
 MAX_APPLIED_PER_RECORD = 100
 """Records applied while handling one: the rest of a long queue is handled on a copy of its
@@ -53,7 +53,7 @@ Retry = Callable[[SourceRecord, Failing, Exception], Awaitable[bool]]
 False once its horizon is spent."""
 DeadLetter = Callable[[SourceRecord, str, str], Awaitable[None]]
 Classify = Callable[[BaseException], "str | None"]
-"""The dead-letter reason of a failure, None for an outage (``memstream.retry``)."""
+"""The dead-letter reason of a failure, None for an outage (``memstream.failure.classify``)."""
 Resend = Callable[[SourceRecord], Awaitable[None]]
 
 

@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar, get_args
 
 import httpx
 from prometheus_client import Counter, Histogram
 
 from memstream.errors import ConfigurationError, ProviderUnavailable
+from memstream.failure.http import RETRY_STATUS, HttpRetry, describe, snippet
 from memstream.memory import MEMORY_TYPES, USER_PROFILE, MemoryKind, NewMemory
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,6 @@ PROVIDER_FAILURES = Counter(
     ["provider", "call"],
 )
 
-_SNIPPET_CHARS = 200
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-
 
 class ProviderCallFailed(ProviderUnavailable):
     """One provider call failed; ``retryable`` says whether repeating it may help and
@@ -63,11 +61,6 @@ class ProviderCallFailed(ProviderUnavailable):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
-
-
-def snippet(value: object) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "..."
 
 
 def reply_logged(where: str, reply: object) -> None:
@@ -141,30 +134,22 @@ class ProviderHttp:
         its JSON body handed to ``parse``; ``parse`` raises ``ProviderCallFailed`` to refuse.
         ``seconds`` overrides the client's timeout for this call."""
         tries = (attempts or self.attempts) if retry else 1
+        policy = HttpRetry(tries, self.backoff_seconds, spread=(0.5, 1.5))
         started = time.perf_counter()
         try:
-            for attempt in range(tries):
-                try:
-                    return await self._once(method, path, parse, json, params, seconds)
-                except ProviderCallFailed as exc:
-                    if not exc.retryable or attempt + 1 >= tries:
-                        raise
-                    delay = self.backoff_seconds * (2**attempt) * (0.5 + random.random())
-                    log.info(
-                        "%s %s failed (%s); retry %d in %.2fs",
-                        self.provider,
-                        call,
-                        exc,
-                        attempt + 1,
-                        delay,
-                    )
-                    await asyncio.sleep(delay)
-            raise AssertionError("unreachable")  # pragma: no cover
+            return await policy.run(
+                partial(self._once, method, path, parse, json, params, seconds),
+                partial(self._retried, call),
+                worth=lambda exc: isinstance(exc, ProviderCallFailed) and exc.retryable,
+            )
         except ProviderCallFailed:
             PROVIDER_FAILURES.labels(self.provider, call).inc()
             raise
         finally:
             PROVIDER_SECONDS.labels(self.provider, call).observe(time.perf_counter() - started)
+
+    def _retried(self, call: str, tried: int, failure: Exception, pause: float) -> None:
+        log.info("%s %s failed (%s); retry %d in %.2fs", self.provider, call, failure, tried, pause)
 
     async def _once(
         self,
@@ -192,15 +177,14 @@ class ProviderHttp:
                 f"{where} did not answer within {within:g}s", retryable=False
             ) from None
         except httpx.HTTPError as exc:
-            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise ProviderCallFailed(
-                f"{where} is not reachable: {detail}", retryable=True
+                f"{where} is not reachable: {describe(exc)}", retryable=True
             ) from None
         if response.is_error:
             reply_logged(where, response.text)
             raise ProviderCallFailed(
                 f"{where} answered HTTP {response.status_code}",
-                retryable=response.status_code in _RETRY_STATUS,
+                retryable=response.status_code in RETRY_STATUS,
                 status=response.status_code,
             )
         try:

@@ -79,6 +79,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from memstream.errors import ProviderUnavailable
+from memstream.failure.http import snippet
 from memstream.memory import (
     MEMORY_TYPES,
     USER_PROFILE,

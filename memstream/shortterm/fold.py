@@ -34,13 +34,13 @@ from functools import lru_cache
 
 import orjson
 
+from memstream.settings import SUMMARY_BUDGET_TOKENS
 from memstream.store.summaries import Summary
 from memstream.text.normalise import comparison_form
 from memstream.text.scripts import WIDE
 from memstream.text.terms import tokenize
 from memstream.text.tokens import count_tokens, encoding
 
-SUMMARY_BUDGET_TOKENS = 2000
 MAX_SENTENCE_TOKENS = 120
 """A longer sentence (or an unpunctuated message) is cut to this many tokens."""
 NEW_SHARE = 0.5

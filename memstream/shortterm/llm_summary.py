@@ -16,11 +16,11 @@ from memstream.errors import LLMError
 from memstream.llm import LLMClient
 from memstream.shortterm.fold import (
     ROLE_LABEL,
-    SUMMARY_BUDGET_TOKENS,
     extractive_summary,
     fit_budget,
     truncate_tokens,
 )
+from memstream.settings import SUMMARY_BUDGET_TOKENS
 from memstream.text.tokens import count_tokens
 
 log = logging.getLogger(__name__)

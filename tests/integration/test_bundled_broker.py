@@ -14,10 +14,13 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from sqlalchemy import select
 
-from memstream import offsets
+from memstream.broker import offsets
+from memstream.broker.topics import partitions
+from memstream.broker.clients import group_less_consumer
 from memstream.cli.dev import listening, start_bundled_broker
 from memstream.errors import HistoryBehind
-from memstream.kafka import admin_client, ensure_topics, publish, wait_for_broker
+from memstream.broker.clients import admin_client, wait_for_broker
+from memstream.broker.topics import ensure_topics, publish
 from memstream.longterm.history_wait import HistoryOrdering
 from memstream.roles import history_group
 from memstream.settings import Settings
@@ -65,17 +68,17 @@ async def _send_in_one_batch(settings: Settings, values: list[bytes], partition:
 
 async def _commit(settings: Settings, targets: dict[TopicPartition, int]) -> None:
     """Commit ``targets`` for the history stage's group, as the history stage would."""
-    await offsets.commit(settings.kafka_bootstrap_servers, history_group(settings.app_id), targets)
+    await offsets.commit(settings, history_group(settings.app_id), targets)
 
 
 async def test_partition_ends_come_from_a_fetch_and_time_lookups_are_not_trusted(on_bundled):
     await ensure_topics(on_bundled)
     await _send_in_one_batch(on_bundled, [b"a", b"b", b"c", b"d", b"e"], partition=1)
-    consumer = offsets.group_less_consumer(on_bundled.kafka_bootstrap_servers)
+    consumer = group_less_consumer(on_bundled)
     await consumer.start()
     try:
         async with admin_client(on_bundled) as admin:
-            tps = await offsets.partitions(admin, on_bundled.topic("message-written"))
+            tps = await partitions(admin, on_bundled.topic("message-written"))
         ends = await offsets.high_watermarks(consumer, tps)
         assert {tp.partition: end for tp, end in ends.items()} == {0: 0, 1: 5, 2: 0, 3: 0}
         lookups = offsets.TimeLookups()

@@ -20,7 +20,7 @@ from memstream.client import (
     ServiceUnavailable,
     SyncPublisher,
 )
-from memstream.kafka import ensure_topics
+from memstream.broker.topics import ensure_topics
 from memstream.loadpath.models import ContextResponse
 from memstream.settings import Settings
 from tests.support.faults import TcpProxy

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memstream.kafka import publish
+from memstream.broker.topics import publish
 from memstream.settings import Settings
 from memstream.store.messages import MessageStore
 from tests.support import REPO

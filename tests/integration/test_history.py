@@ -9,7 +9,9 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from memstream.kafka import caught_up, ensure_topics, producer, publish
+from memstream.broker.clients import producer
+from memstream.broker.groups import caught_up
+from memstream.broker.topics import ensure_topics, publish
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
-from memstream.kafka import publish
+from memstream.broker.topics import publish
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers import degraded
 from memstream.providers.builtin import MySQLProvider

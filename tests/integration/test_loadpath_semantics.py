@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.kafka import publish
+from memstream.broker.topics import publish
 from memstream.memory import NewMemory
 from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from memstream.kafka import publish
+from memstream.broker.topics import publish
 from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.schema import conversation_summary, long_term_memory

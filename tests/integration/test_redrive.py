@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import insert, select
 
-from memstream.kafka import PUBLIC_TOPICS, ensure_topics, internal_topics, publish
+from memstream.broker.topics import ensure_topics, publish
+from memstream.topology import PUBLIC_TOPICS, internal_topics
 from memstream.longterm.models import Candidate
 from memstream.longterm.payloads import Session, dumps
 from memstream.providers.builtin import MySQLProvider

@@ -12,7 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
-from memstream.kafka import caught_up, live_members, publish
+from memstream.broker.groups import caught_up, live_members
+from memstream.broker.topics import publish
 from memstream.store.cache import RedisCache
 from tests.support.faults import proxied_database
 from tests.support.kafka import message

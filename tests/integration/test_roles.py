@@ -13,8 +13,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from memstream import offsets, readiness
-from memstream.kafka import live_members, partitions_of, publish, stop_consumer
+from memstream import readiness
+from memstream.broker import offsets
+from memstream.broker.topics import partitions
+from memstream.broker.clients import group_less_consumer
+from memstream.broker.clients import stop_consumer
+from memstream.broker.groups import live_members
+from memstream.broker.topics import partitions_of, publish
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from memstream.store.summaries import SummaryStore
@@ -116,16 +121,16 @@ async def test_roles_run_apart_each_in_its_own_group(
 async def commit_ends(settings: Settings, group: str, topic: str) -> None:
     """Commit the ends of ``topic`` for ``group``, as a worker that read all of it would."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
-    reader = offsets.group_less_consumer(settings.kafka_bootstrap_servers)
+    reader = group_less_consumer(settings)
     await admin.start()
     await reader.start()
     try:
-        tps = await offsets.partitions(admin, settings.topic(topic))
+        tps = await partitions(admin, settings.topic(topic))
         ends = await offsets.high_watermarks(reader, tps)
     finally:
         await stop_consumer(reader)
         await admin.close()
-    await offsets.commit(settings.kafka_bootstrap_servers, group, ends)
+    await offsets.commit(settings, group, ends)
 
 
 async def test_a_role_group_takes_over_and_a_replay_rewinds_every_group_of_the_role(

@@ -11,7 +11,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
-from memstream.kafka import live_members, publish
+from memstream.broker.groups import live_members
+from memstream.broker.topics import publish
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from memstream.store.summaries import SummaryStore

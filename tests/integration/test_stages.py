@@ -13,8 +13,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.kafka import PUBLIC_TOPICS, caught_up, ensure_topics, internal_topics, publish
-from memstream.longterm.backoff import Failing, RetryPolicy, RetryRecord, tier_topic
+from memstream.broker.groups import caught_up
+from memstream.broker.topics import ensure_topics, publish
+from memstream.topology import PUBLIC_TOPICS, internal_topics
+from memstream.failure.tiers import Failing, RetryPolicy, RetryRecord, tier_topic
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session, dumps
 from memstream.memory import USER_PROFILE, NewMemory

@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.kafka import PUBLIC_TOPICS, ensure_topics, internal_topics, publish
+from memstream.broker.topics import ensure_topics, publish
+from memstream.topology import PUBLIC_TOPICS, internal_topics
 from memstream.longterm.models import Candidate
 from memstream.longterm.payloads import Session, dumps
 from memstream.memory import USER_PROFILE

@@ -7,7 +7,8 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from memstream.kafka import partitions_of, stop_consumer
+from memstream.broker.clients import stop_consumer
+from memstream.broker.topics import partitions_of
 from memstream.settings import Settings
 
 

@@ -3,7 +3,8 @@ consuming group that runs it."""
 
 from __future__ import annotations
 
-from memstream.readiness import Group, Workers, candidate_groups
+from memstream.broker.groups import Group, candidate_groups
+from memstream.readiness import Workers
 
 ALL = ("history", "summary", "longterm")
 

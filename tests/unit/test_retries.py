@@ -7,10 +7,10 @@ from aiokafka.errors import KafkaConnectionError, RecordTooLargeError
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from memstream.errors import InvalidEvent, ProviderUnavailable, Refused
-from memstream.kafka import REDRIVE_TOPICS, internal_topics
-from memstream.longterm.backoff import Failing, RetryPolicy, RetryRecord, next_try, tier_topic
-from memstream.retry import failure_reason
+from memstream.failure.classify import failure_reason
+from memstream.failure.tiers import Failing, RetryPolicy, RetryRecord, next_try, tier_topic
 from memstream.settings import Settings
+from memstream.topology import REDRIVE_TOPICS, internal_topics
 
 
 def tries(policy: RetryPolicy) -> list[float]:

@@ -100,6 +100,10 @@ class RetryRecord:
     not_before: float
     error: str
 
+    def due(self, now: float) -> bool:
+        """Whether the record may go back to its stage at ``now`` (epoch seconds)."""
+        return self.not_before <= now
+
     def encode(self) -> bytes:
         return orjson.dumps(
             {

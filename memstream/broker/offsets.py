@@ -13,34 +13,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from memstream.broker.clients import make_consumer
 from memstream.errors import ServiceUnavailable
+from memstream.settings import Settings
 
 # A year ahead: no record of a live topic carries a later time.
 _PROBE_AHEAD_MS = 365 * 24 * 3600 * 1000
-
-
-def group_less_consumer(bootstrap_servers: str) -> AIOKafkaConsumer:
-    """A consumer for reading partition ends and records, in no group, committing nothing."""
-    return AIOKafkaConsumer(
-        bootstrap_servers=bootstrap_servers,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        # An empty fetch at a partition's end answers after this long at most.
-        fetch_max_wait_ms=50,
-    )
-
-
-async def partitions(admin: AIOKafkaAdminClient, topic: str) -> list[TopicPartition]:
-    """The partitions of ``topic`` (empty when it does not exist)."""
-    (described,) = await admin.describe_topics([topic])
-    if described["error_code"] != 0:
-        return []
-    return sorted(TopicPartition(topic, p["partition"]) for p in described["partitions"])
 
 
 async def high_watermarks(
@@ -48,7 +32,8 @@ async def high_watermarks(
 ) -> dict[TopicPartition, int]:
     """Each partition's end (the offset its next record gets) as a fetch response reports it.
 
-    ``consumer`` must be group-less (:func:`group_less_consumer`); its assignment is replaced.
+    ``consumer`` must be group-less (``clients.group_less_consumer``); its assignment is
+    replaced.
     """
     if not tps:
         return {}
@@ -84,18 +69,31 @@ async def committed(
     return out
 
 
-async def commit(bootstrap_servers: str, group: str, positions: dict[TopicPartition, int]) -> None:
+async def commit(settings: Settings, group: str, positions: dict[TopicPartition, int]) -> None:
     """Commit ``positions`` for ``group`` from outside it; the broker refuses (KafkaError)
     while the group has live members."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap_servers, group_id=group, enable_auto_commit=False
-    )
+    consumer = make_consumer(settings, group_id=group, enable_auto_commit=False)
     await consumer.start()
     try:
         consumer.assign(list(positions))
         await consumer.commit(positions)
     finally:
         await consumer.stop()
+
+
+async def target_offsets(
+    consumer: AIOKafkaConsumer, tps: list[TopicPartition], to: datetime | None
+) -> dict[TopicPartition, int]:
+    """Per partition, the first offset at or after ``to`` as the broker lists it (the start
+    for None, the end where no record is that late)."""
+    start: dict[TopicPartition, int] = await consumer.beginning_offsets(tps)
+    if to is None:
+        return start
+    end: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+    stamp = int(to.timestamp() * 1000)
+    found = await consumer.offsets_for_times(dict.fromkeys(tps, stamp))
+    # No record at or after the time: nothing to replay on that partition (its end).
+    return {tp: found[tp].offset if found[tp] is not None else end[tp] for tp in tps}
 
 
 class TimeLookups:

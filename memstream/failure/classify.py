@@ -1,18 +1,11 @@
-"""Waiting out outages: which failures are outages, and retry in place with capped, jittered
-exponential backoff (for the writes a stage cannot move past, like the record itself)."""
+"""What a failure is: an outage worth waiting out, data the database refuses, or the reason a
+record is dead-lettered."""
 
 from __future__ import annotations
-
-import asyncio
-import logging
-import random
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 from aiokafka.errors import KafkaError, KafkaTimeoutError
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
-from memstream import metrics
 from memstream.errors import (
     HistoryBehind,
     InvalidEvent,
@@ -20,9 +13,6 @@ from memstream.errors import (
     Refused,
     ServiceUnavailable,
 )
-
-log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # Outages worth waiting for: the database, the network, timeouts.
 TRANSIENT: tuple[type[BaseException], ...] = (
@@ -54,29 +44,3 @@ def failure_reason(exc: BaseException) -> str | None:
     if isinstance(exc, OUTAGES) or (isinstance(exc, KafkaError) and exc.retriable):
         return None
     return "stage_error"
-
-
-async def retry_forever(
-    stage: str,
-    op: str,
-    call: Callable[[], Awaitable[T]],
-    *,
-    max_backoff: float = 30.0,
-    transient: tuple[type[BaseException], ...] = TRANSIENT,
-) -> T:
-    """Run ``call`` until it succeeds; refused data raises ``Refused``, other errors raise.
-
-    The caller has not acknowledged its input meanwhile, so a crash while waiting loses
-    nothing: the input is redelivered.
-    """
-    delay = 0.1
-    while True:
-        try:
-            return await call()
-        except REFUSED as exc:
-            raise Refused() from exc
-        except transient as exc:
-            metrics.RETRIES.labels(stage, op).inc()
-            log.warning("%s/%s failed (%r); retrying in %.1fs", stage, op, exc, delay)
-        await asyncio.sleep(delay * (0.5 + random.random()))
-        delay = min(delay * 2, max_backoff)

@@ -1,0 +1,95 @@
+"""Topics: creating them, their partitions, publishing to them, and reading them through."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+import orjson
+from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from memstream.broker.clients import admin_client, make_consumer, producer, stop_consumer
+from memstream.broker.offsets import target_offsets
+from memstream.settings import Settings
+from memstream.topology import PUBLIC_TOPICS
+
+
+async def ensure_topics(settings: Settings, names: tuple[str, ...] = PUBLIC_TOPICS) -> None:
+    """Create the public topics with the configured partition count when missing."""
+    async with admin_client(settings) as admin:
+        existing = set(await admin.list_topics())
+        missing = [settings.topic(n) for n in names if settings.topic(n) not in existing]
+        if not missing:
+            return
+        new = [
+            NewTopic(name, settings.topic_partitions, settings.topic_replication_factor)
+            for name in missing
+        ]
+        with contextlib.suppress(TopicAlreadyExistsError):  # another process was first
+            await admin.create_topics(new)
+
+
+async def partitions(admin: AIOKafkaAdminClient, topic: str) -> list[TopicPartition]:
+    """The partitions of ``topic`` (empty when it does not exist)."""
+    (described,) = await admin.describe_topics([topic])
+    if described["error_code"] != 0:
+        return []
+    return sorted(TopicPartition(topic, p["partition"]) for p in described["partitions"])
+
+
+async def partitions_of(settings: Settings, topic: str) -> list[int]:
+    """Partition ids of a topic (empty when it does not exist)."""
+    async with admin_client(settings) as admin:
+        return [tp.partition for tp in await partitions(admin, topic)]
+
+
+async def publish(
+    settings: Settings, topic_name: str, values: Iterable[bytes | Mapping[str, Any]]
+) -> int:
+    """Publish raw values (mappings as JSON), each keyed by its ``conversation_id`` when it has
+    one, and wait for every acknowledgement; returns how many were sent."""
+    await ensure_topics(settings)
+    sent = []
+    async with producer(settings) as client:
+        for value in values:
+            key = None
+            if isinstance(value, Mapping):
+                conversation = value.get("conversation_id")
+                key = None if conversation is None else str(conversation).encode()
+                value = orjson.dumps(value)
+            sent.append(await client.send(settings.topic(topic_name), value, key=key))
+        await asyncio.gather(*sent)
+    return len(sent)
+
+
+async def records_until_now(
+    settings: Settings, topic: str, since: datetime | None = None
+) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
+    """Every record of ``topic`` (full name) from ``since`` (or the start) up to its end at the
+    time of the call, partition by partition in offset order; read without a consumer group."""
+    tps = [TopicPartition(topic, p) for p in await partitions_of(settings, topic)]
+    if not tps:
+        return
+    consumer = make_consumer(settings, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(tps)
+        start = await target_offsets(consumer, tps, since)
+        end: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, start[tp])
+        remaining = [tp for tp in tps if start[tp] < end[tp]]
+        while remaining:
+            batch = await consumer.getmany(*remaining, timeout_ms=1000)
+            for tp, records in batch.items():
+                for record in records:
+                    if record.offset < end[tp]:
+                        yield record
+            remaining = [tp for tp in remaining if await consumer.position(tp) < end[tp]]
+    finally:
+        await stop_consumer(consumer)

@@ -1,0 +1,43 @@
+"""Retrying in place with capped, jittered exponential backoff, for the writes a stage cannot
+move past (like the record itself)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from memstream import metrics
+from memstream.errors import Refused
+from memstream.failure.classify import REFUSED, TRANSIENT
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+async def retry_forever(
+    stage: str,
+    op: str,
+    call: Callable[[], Awaitable[T]],
+    *,
+    max_backoff: float = 30.0,
+    transient: tuple[type[BaseException], ...] = TRANSIENT,
+) -> T:
+    """Run ``call`` until it succeeds; refused data raises ``Refused``, other errors raise.
+
+    The caller has not acknowledged its input meanwhile, so a crash while waiting loses
+    nothing: the input is redelivered.
+    """
+    delay = 0.1
+    while True:
+        try:
+            return await call()
+        except REFUSED as exc:
+            raise Refused() from exc
+        except transient as exc:
+            metrics.RETRIES.labels(stage, op).inc()
+            log.warning("%s/%s failed (%r); retrying in %.1fs", stage, op, exc, delay)
+        await asyncio.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, max_backoff)
