@@ -15,9 +15,9 @@ from memstream import metrics
 from memstream.cpu import CpuPool
 from memstream.errors import InvalidEvent
 from memstream.events.checks import Conversation, read_summary_check
+from memstream.settings import SUMMARY_BUDGET_TOKENS
 from memstream.shortterm.fold import fold_many
 from memstream.shortterm.llm_summary import model_summary
-from memstream.settings import SUMMARY_BUDGET_TOKENS
 from memstream.store.summaries import Covering, Summary, Uncovered
 from memstream.streams import shared
 from memstream.streams.app import app, settings

@@ -46,12 +46,15 @@ from sqlalchemy import insert
 
 from bench.support import REPO, isolated_settings, log_dir, print_top
 from memstream.broker import offsets
-from memstream.broker.topics import partitions
-from memstream.broker.clients import group_less_consumer
-from memstream.broker.clients import admin_client, producer, stop_consumer
+from memstream.broker.clients import (
+    admin_client,
+    group_less_consumer,
+    make_admin,
+    producer,
+    stop_consumer,
+)
 from memstream.broker.groups import live_members
-from memstream.broker.topics import ensure_topics
-from memstream.topology import PUBLIC_TOPICS, internal_topics
+from memstream.broker.topics import ensure_topics, partitions
 from memstream.launch import Launched, memstream_argv, settings_env, stop_all
 from memstream.roles import ROLES, group_id, inputs_of, reading_group
 from memstream.settings import Settings
@@ -61,6 +64,7 @@ from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.schema import conversation_message
 from memstream.store.summaries import SummaryStore
 from memstream.text.tokens import count_tokens
+from memstream.topology import PUBLIC_TOPICS, internal_topics
 from tests.support.settings import free_port
 from tests.support.waiting import eventually
 
@@ -320,7 +324,7 @@ async def end_to_end(
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT
             spy.wait()
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+        admin = make_admin(settings)
         await admin.start()
         try:
             await catch_up(admin, settings, run, group, stages, result, started + elapsed)

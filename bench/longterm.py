@@ -30,9 +30,9 @@ from bench.embedding_server import MODEL_NAME
 from bench.embedding_server import running as embedding_server
 from bench.locomo import CATEGORIES, KS, OkapiBM25, Recall, data_path, load
 from bench.support import isolated_settings, log_dir, start_worker
-from memstream.embeddings.client import EmbeddingClient
 from memstream.broker.groups import caught_up
 from memstream.broker.topics import publish
+from memstream.embeddings.client import EmbeddingClient
 from memstream.providers.builtin import MySQLProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings

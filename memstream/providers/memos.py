@@ -79,7 +79,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from memstream.errors import ProviderUnavailable
-from memstream.failure.http import snippet
 from memstream.memory import (
     MEMORY_TYPES,
     USER_PROFILE,

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 
 from memstream.errors import LLMError
 from memstream.llm import LLMClient
+from memstream.settings import SUMMARY_BUDGET_TOKENS
 from memstream.shortterm.fold import (
     ROLE_LABEL,
     extractive_summary,
     fit_budget,
     truncate_tokens,
 )
-from memstream.settings import SUMMARY_BUDGET_TOKENS
 from memstream.text.tokens import count_tokens
 
 log = logging.getLogger(__name__)

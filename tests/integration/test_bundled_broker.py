@@ -15,12 +15,10 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from sqlalchemy import select
 
 from memstream.broker import offsets
-from memstream.broker.topics import partitions
-from memstream.broker.clients import group_less_consumer
+from memstream.broker.clients import admin_client, group_less_consumer, wait_for_broker
+from memstream.broker.topics import ensure_topics, partitions, publish
 from memstream.cli.dev import listening, start_bundled_broker
 from memstream.errors import HistoryBehind
-from memstream.broker.clients import admin_client, wait_for_broker
-from memstream.broker.topics import ensure_topics, publish
 from memstream.longterm.history_wait import HistoryOrdering
 from memstream.roles import history_group
 from memstream.settings import Settings

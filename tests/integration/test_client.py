@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from memstream.api.models import AgentConfigOut, MemoriesResponse
+from memstream.broker.topics import ensure_topics
 from memstream.client import (
     ApiError,
     AsyncClient,
@@ -20,7 +21,6 @@ from memstream.client import (
     ServiceUnavailable,
     SyncPublisher,
 )
-from memstream.broker.topics import ensure_topics
 from memstream.loadpath.models import ContextResponse
 from memstream.settings import Settings
 from tests.support.faults import TcpProxy

@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.broker.topics import publish
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
-from memstream.broker.topics import publish
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers import degraded
 from memstream.providers.builtin import MySQLProvider

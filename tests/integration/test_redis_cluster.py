@@ -15,7 +15,7 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.kafka import publish
+from memstream.broker.topics import publish
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore, StoredMessage

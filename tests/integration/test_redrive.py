@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import insert, select
 
 from memstream.broker.topics import ensure_topics, publish
-from memstream.topology import PUBLIC_TOPICS, internal_topics
 from memstream.longterm.models import Candidate
 from memstream.longterm.payloads import Session, dumps
 from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.schema import redriven_letter
+from memstream.topology import PUBLIC_TOPICS, internal_topics
 from tests.support.api import client_for
 from tests.support.kafka import read_topic
 from tests.support.processes import run_cli

@@ -15,11 +15,9 @@ from sqlalchemy import select
 
 from memstream import readiness
 from memstream.broker import offsets
-from memstream.broker.topics import partitions
-from memstream.broker.clients import group_less_consumer
-from memstream.broker.clients import stop_consumer
+from memstream.broker.clients import group_less_consumer, stop_consumer
 from memstream.broker.groups import live_members
-from memstream.broker.topics import partitions_of, publish
+from memstream.broker.topics import partitions, partitions_of, publish
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from memstream.store.summaries import SummaryStore

@@ -17,10 +17,13 @@ from aiokafka.partitioner import DefaultPartitioner
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream import offsets, readiness
-from memstream.kafka import PUBLIC_TOPICS, ensure_topics, internal_topics, live_members, publish
+from memstream import readiness
+from memstream.broker import offsets
+from memstream.broker.groups import live_members
+from memstream.broker.topics import ensure_topics, publish
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
+from memstream.topology import PUBLIC_TOPICS, internal_topics
 from tests.support.settings import free_port, isolated_settings
 from tests.support.waiting import eventually
 

@@ -15,7 +15,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.groups import caught_up
 from memstream.broker.topics import ensure_topics, publish
-from memstream.topology import PUBLIC_TOPICS, internal_topics
 from memstream.failure.tiers import Failing, RetryPolicy, RetryRecord, tier_topic
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session, dumps
@@ -23,6 +22,7 @@ from memstream.memory import USER_PROFILE, NewMemory
 from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.summaries import SummaryStore
+from memstream.topology import PUBLIC_TOPICS, internal_topics
 from tests.support.api import client_for
 from tests.support.faults import proxied_database
 from tests.support.kafka import message, read_topic

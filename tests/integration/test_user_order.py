@@ -11,13 +11,13 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.topics import ensure_topics, publish
-from memstream.topology import PUBLIC_TOPICS, internal_topics
 from memstream.longterm.models import Candidate
 from memstream.longterm.payloads import Session, dumps
 from memstream.memory import USER_PROFILE
 from memstream.providers.memos import memos_cube
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
+from memstream.topology import PUBLIC_TOPICS, internal_topics
 from tests.fakes.memos import MEMOS_KEY, MemOSState
 from tests.support.api import client_for
 from tests.support.faults import proxied_database

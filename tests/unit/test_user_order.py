@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 from memstream.errors import ProviderUnavailable
 from memstream.events.deadletter import SourceRecord
+from memstream.failure.classify import failure_reason
 from memstream.failure.tiers import Failing
 from memstream.longterm.user_queue import MAX_APPLIED_PER_RECORD, Admission, Outcomes, UserOrder
-from memstream.failure.classify import failure_reason
 
 OWNER = b'["t1","u1"]'
 HORIZON = 600.0
