@@ -1,5 +1,5 @@
-"""Forgetting a user (``DELETE /v1/users/{user_id}/memories``): every provider the tenant has
-ever used, and the content itself.
+"""Forgetting a user (``DELETE /v1/users/{user_id}/memories``) or one memory
+(``DELETE /v1/memories/{id}``): every provider the tenant has ever used, and the content itself.
 
 It reaches:
 - every external provider (MemOS, Mem0) one of the tenant's agents is configured for, or that
@@ -80,6 +80,28 @@ async def providers_used(engine: AsyncEngine, tenant_id: str) -> list[Provider]:
         names = set((await conn.execute(configured)).scalars())
         names |= set((await conn.execute(written)).scalars())
     return [name for name in EXTERNAL if name in names]
+
+
+async def forget_memory(
+    router: ProviderRouter, engine: AsyncEngine, tenant_id: str, memory_id: str
+) -> list[str]:
+    """Delete one memory wherever the tenant keeps memories: the built-in store and every
+    provider its agents use or memstream wrote its memories to (an agent that switched
+    provider left its memories where they were written). Answers the ids deleted; raises
+    ``ProviderUnavailable`` when none was and a provider that may hold it did not answer."""
+    deleted = await router.builtin.delete(tenant_id, [memory_id])
+    unreachable: list[str] = []
+    for name in await providers_used(engine, tenant_id):
+        try:
+            deleted += await router.named(name).delete(tenant_id, [memory_id])
+        except ProviderUnavailable as exc:
+            unreachable.append(f"{name} ({exc})")
+    if not deleted and unreachable:
+        raise ProviderUnavailable(
+            "the memory is in none of the providers that answered; not reached: "
+            + ", ".join(unreachable)
+        )
+    return deleted
 
 
 async def forget_user(

@@ -148,22 +148,6 @@ class ProviderRouter:
         """Ids of every configured agent of the tenant (MemOS cannot list a user's cubes)."""
         return [agent for agent, _ in await self.tenant_agents(tenant_id)]
 
-    async def for_tenant(self, tenant_id: str) -> list[LongTermProvider]:
-        """The built-in store, plus every configured external provider that one of the
-        tenant's agents uses."""
-        providers: list[LongTermProvider] = [self.builtin]
-        used = {name for _, name in await self.tenant_agents(tenant_id) if name}
-        for name in ("MEMOS", "MEM0"):
-            if name not in used:
-                continue
-            try:
-                provider = self.named(name)
-            except ProviderUnavailable as exc:
-                log.warning("tenant agents use %s, which this deployment lacks: %s", name, exc)
-                continue
-            providers.append(provider)
-        return providers
-
 
 def provider_name(config: AgentConfig | None) -> Provider:
     return (config.long_memory_provider if config else None) or "MYSQL"

@@ -36,7 +36,7 @@ class ProviderLedger:
         agent_ids: Sequence[str | None] | None = None,
     ) -> None:
         """Record memories a provider stored, each with the agent that wrote it (``agent_ids``,
-        else the item's own); one recorded already is live again, unchanged."""
+        else the item's own); one recorded already is live again, with its text."""
         if not items:
             return
         writers = list(agent_ids) if agent_ids is not None else [m.agent_id for m in items]
@@ -63,15 +63,17 @@ class ProviderLedger:
             insert = sqlite.insert(t)
             stmt = insert.on_conflict_do_update(
                 index_elements=["tenant_id", "provider", "memory_id"],
-                set_={"deleted_at": insert.excluded.deleted_at},
+                set_={"deleted_at": insert.excluded.deleted_at, "content": insert.excluded.content},
             )
         else:
-            stmt = mysql.insert(t).on_duplicate_key_update(deleted_at=None)
+            # A deleted row's text was erased: a memory stored again brings it back.
+            upsert = mysql.insert(t)
+            stmt = upsert.on_duplicate_key_update(deleted_at=None, content=upsert.inserted.content)
         async with self._engine.begin() as conn:
             await conn.execute(stmt, rows)
 
     async def forget(self, tenant_id: str, provider: str, ids: Sequence[str]) -> None:
-        """Mark memories the provider deleted."""
+        """Mark memories the provider deleted, and erase the copy of their text."""
         now = datetime.now(UTC).replace(tzinfo=None)
         async with self._engine.begin() as conn:
             for start in range(0, len(ids), _CHUNK):
@@ -83,7 +85,7 @@ class ProviderLedger:
                         t.c.memory_id.in_(ids[start : start + _CHUNK]),
                         t.c.deleted_at.is_(None),
                     )
-                    .values(deleted_at=now)
+                    .values(deleted_at=now, content="")
                 )
 
     async def forget_user(self, tenant_id: str, provider: str, user_id: str) -> None:

@@ -94,6 +94,47 @@ async def test_forgetting_reaches_a_provider_an_agent_has_left_and_erases_the_te
     assert not memos.requests
 
 
+async def texts(
+    engine: AsyncEngine, table: Any, tenant: str, key: Any, memory_id: str
+) -> list[Any]:
+    """(content, deleted) of the rows of ``table`` under ``memory_id``."""
+    query = select(table.c.content, table.c.deleted_at.is_not(None)).where(
+        table.c.tenant_id == tenant, key == memory_id
+    )
+    async with engine.connect() as conn:
+        return [tuple(row) for row in (await conn.execute(query)).all()]
+
+
+async def test_deleting_one_memory_reaches_every_provider_the_tenant_has_written_to(
+    servers: tuple[Settings, MemOSState, Mem0State], tenant: str, engine: AsyncEngine
+) -> None:
+    settings, memos, mem0 = servers
+    async with client_for(settings) as api:
+        await configure(api, tenant, "a1", "MEMOS")
+        in_memos = await remember(api, tenant, "u1", "a1", "The user keeps bees")
+        await configure(api, tenant, "a1", "MEM0")
+        in_mem0 = await remember(api, tenant, "u1", "a1", "The user keeps goats")
+        # Every agent on the built-in store now: what went to MemOS and Mem0 stays there.
+        await configure(api, tenant, "a1", "MYSQL")
+        builtin = await remember(api, tenant, "u1", "a1", "The user plays the cello")
+        for memory_id in (in_memos, in_mem0, builtin):
+            answer = await api.delete(f"/v1/memories/{memory_id}", params={"tenant_id": tenant})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["deleted"] == [memory_id]
+            again = await api.delete(f"/v1/memories/{memory_id}", params={"tenant_id": tenant})
+            assert again.status_code == 404
+        listed = await api.get("/v1/memories", params={"tenant_id": tenant, "user_id": "u1"})
+        assert listed.json()["items"] == []
+
+    assert in_memos not in memos.memories and in_mem0 not in mem0.memories
+    # The tombstones stay, without the words.
+    ledger = provider_memory.c.memory_id
+    assert await texts(engine, provider_memory, tenant, ledger, in_memos) == [("", True)]
+    assert await texts(engine, provider_memory, tenant, ledger, in_mem0) == [("", True)]
+    own = long_term_memory.c.id
+    assert await texts(engine, long_term_memory, tenant, own, builtin) == [("", True)]
+
+
 def said(tenant: str, user: str, conversation: str, n: int, text: str) -> StoredMessage:
     return StoredMessage(
         tenant, conversation, f"{conversation}-{n}", user, "a1", "user", "chat", text, 5,

@@ -90,9 +90,7 @@ async def delete_memory(
     services: ServicesDep,
 ) -> DeletedResponse:
     check_tenant(request, tenant_id)
-    deleted: list[str] = []
-    for provider in await services.router.for_tenant(tenant_id):
-        deleted += await provider.delete(tenant_id, [memory_id])
+    deleted = await forget.forget_memory(services.router, services.engine, tenant_id, memory_id)
     if not deleted:
         raise ApiError(404, "not_found", f"no live memory {memory_id!r} in this tenant")
     return DeletedResponse(deleted=deleted)

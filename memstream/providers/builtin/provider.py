@@ -134,11 +134,15 @@ class MySQLProvider:
         return [stored[k] for k in keys]
 
     async def delete(self, tenant_id: str, ids: Sequence[str]) -> list[str]:
-        """Soft-delete memories of ``tenant_id`` by id; answers the ids that were live."""
+        """Delete memories of ``tenant_id`` by id; answers the ids that were live. Their rows
+        stay as tombstones without their text: a user who deletes a memory expects its words
+        gone, not kept until the user is forgotten."""
         deleted: list[str] = []
         async with self._engine.begin() as conn:
             for chunk in sql.chunks(sorted(set(ids))):
-                deleted += await sql.expire(conn, sql.by_ids(tenant_id, chunk))
+                expired = await sql.expire(conn, sql.by_ids(tenant_id, chunk))
+                await sql.erase(conn, tenant_id, expired)
+                deleted += expired
         if deleted:
             self._cache.unverify(tenant_id)  # the ids do not say whose they were
         return deleted

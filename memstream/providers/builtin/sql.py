@@ -8,7 +8,7 @@ from collections.abc import Container, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, get_args
 
-from sqlalchemy import Insert, Row, case, func, select, update
+from sqlalchemy import Insert, Row, case, delete, func, select, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -190,6 +190,16 @@ async def expire(conn: AsyncConnection, scope: tuple[Any, ...]) -> list[str]:
         # The tombstone frees the content key (docs/design/builtin-store.md).
         await conn.execute(update(t).where(*scope).values(deleted_at=now(), content_hash=t.c.id))
     return ids
+
+
+async def erase(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) -> None:
+    """Erase the text of deleted memories and the vectors made from it; the tombstone rows
+    stay (the ids are known, and never live again)."""
+    if ids:
+        await conn.execute(
+            update(t).where(t.c.tenant_id == tenant_id, t.c.id.in_(ids)).values(content="")
+        )
+        await conn.execute(delete(e).where(e.c.tenant_id == tenant_id, e.c.memory_id.in_(ids)))
 
 
 # --- reads -------------------------------------------------------------------------------
