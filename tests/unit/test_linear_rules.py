@@ -17,7 +17,9 @@ from memstream.longterm.conflict.facts import MAX_CHAINED_PREDICATES, Fact, pars
 from memstream.longterm.episodes import select_episodes
 from memstream.longterm.judge import rule_based_judge
 from memstream.longterm.judge.rules.common import clean
-from memstream.longterm.judge.rules.en import _CLAUSE_SPLIT_EN, _DURATION, _EP_CUT
+from memstream.longterm.judge.rules.en.episodes import _EP_CUT
+from memstream.longterm.judge.rules.en.lexicon import _CLAUSE_SPLIT_EN
+from memstream.longterm.judge.rules.en.profile import _DURATION
 from memstream.longterm.judge.rules.zh import _HAS_DATE_ZH
 from memstream.longterm.models import SessionMessage
 
