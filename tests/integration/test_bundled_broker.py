@@ -102,10 +102,24 @@ async def test_the_wait_holds_until_the_history_stage_has_committed_the_messages
             await ordering.wait(session_end, within=60, interrupted=lambda: True)
         with pytest.raises(HistoryBehind, match=r"not stored after 0\.5 s"):
             await ordering.wait(session_end, within=0.5)
-        waiting = asyncio.create_task(ordering.wait(session_end, within=60))
+        checks = 0
+
+        def checked() -> bool:
+            # Asked after each check of the offsets that found them short.
+            nonlocal checks
+            checks += 1
+            return False
+
+        waiting = asyncio.create_task(ordering.wait(session_end, within=60, interrupted=checked))
         tp0, tp2 = (TopicPartition(on_bundled.topic("message-written"), p) for p in (0, 2))
         await _commit(on_bundled, {tp0: 3, tp2: 1})
-        await asyncio.sleep(1)
+        committed = checks
+
+        async def checked_since() -> bool:
+            # Two more: at least one whole check of the offsets began after the commit.
+            return checks >= committed + 2 or waiting.done()
+
+        await eventually(checked_since, within=10, what="the wait checking the offsets again")
         assert not waiting.done(), "a partition is not stored up to its end yet"
         await _commit(on_bundled, {tp2: 2})
         await asyncio.wait_for(waiting, timeout=10)

@@ -10,8 +10,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from memstream.broker.clients import producer
-from memstream.broker.groups import caught_up
+from memstream.broker.groups import caught_up, live_members
 from memstream.broker.topics import ensure_topics, publish
+from memstream.roles import history_group
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore
@@ -100,7 +101,11 @@ async def test_duplicates_and_replay_change_nothing(
     assert "live member" in refused.stderr
 
     worker.stop()
-    await asyncio.sleep(1)
+
+    async def left() -> bool:
+        return await live_members(settings, history_group(settings.app_id)) == []
+
+    await eventually(left, within=30, what="the stopped worker out of the group")
     replayed = run_cli(settings, "replay", "--topic", "message-written", "--to", "earliest")
     assert replayed.returncode == 0, replayed.stderr
     assert "-> 0" in replayed.stdout

@@ -7,7 +7,6 @@ search, list, delete, forget) and cleans up after itself."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -19,6 +18,7 @@ from memstream.providers.base import LongTermProvider
 from memstream.providers.mem0 import Mem0Provider
 from memstream.providers.memos import MemOSProvider
 from tests.support.settings import unique
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -64,12 +64,17 @@ async def _eventually(
 ) -> list[MemoryItem]:
     """Real servers index asynchronously (vector stores, MemOS schedulers): poll a while."""
     found: list[MemoryItem] = []
-    for _ in range(30):
+
+    async def seen() -> bool:
+        nonlocal found
         found = await check()
-        if wanted(found):
-            return found
-        await asyncio.sleep(1)
-    raise AssertionError(f"not seen in time; last answer: {found!r}")
+        return wanted(found)
+
+    try:
+        await eventually(seen, within=30, what="the provider's answer")
+    except TimeoutError:
+        raise AssertionError(f"not seen in time; last answer: {found!r}") from None
+    return found
 
 
 async def _round_trip(provider: LongTermProvider) -> None:

@@ -7,9 +7,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from memstream.broker.groups import caught_up
 from memstream.broker.topics import publish
 from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings
+from memstream.store.messages import MessageStore
 from memstream.store.schema import conversation_summary, long_term_memory
 from memstream.store.summaries import SummaryStore
 from tests.support.api import client_for
@@ -248,16 +250,17 @@ async def test_the_database_down_during_a_session_end_loses_nothing(
         await publish(settings, "message-written", said(tenant, "o1", ["My sister is Ana."]))
 
         async def stored() -> bool:
-            from memstream.store.messages import MessageStore
-
             return await MessageStore(engine).count(tenant) == 2
 
         await eventually(stored, what="messages stored")
         await proxy.stop()
         await publish(settings, "session-ended", [ended(tenant, "o1")])
-        import asyncio
 
-        await asyncio.sleep(3)
+        async def tried() -> bool:
+            # The session stage met the outage: the session end waits on a retry tier.
+            return any(r["stage"] == "session" for _, r in await read_topic(settings, "retry-1"))
+
+        await eventually(tried, what="the session end tried during the outage")
         assert await live(engine, tenant) == []
         await proxy.start()
         memories = await memories_settle(engine, tenant)
@@ -274,9 +277,17 @@ async def test_summaries_start_after_twenty_uncovered_messages(
     await publish(settings, "message-written", said(tenant, "long", lines))  # 18 messages
 
     summaries = SummaryStore(engine)
-    import asyncio
 
-    await asyncio.sleep(4)
+    async def looked_at() -> bool:
+        # Every message stored and committed, then every summary check the history stage
+        # sent for them settled: the summary stage has seen the 18 messages.
+        return (
+            await MessageStore(engine).count(tenant) == 18
+            and await caught_up(settings, "message-written")
+            and await caught_up(settings, "summary-check")
+        )
+
+    await eventually(looked_at, what="the summary stage past the 18 messages")
     assert await summaries.get(tenant, "long") is None
 
     await publish(settings, "message-written", said(tenant, "long", lines[:2], start=18))

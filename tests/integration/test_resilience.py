@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import subprocess
 from pathlib import Path
 
-import httpx
 import pytest
 import redis.asyncio as aioredis
-from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.broker.groups import caught_up, live_members
 from memstream.broker.topics import publish
 from memstream.store.cache import RedisCache
 from tests.support.faults import proxied_database
 from tests.support.kafka import message
+from tests.support.processes import worker_metric
 from tests.support.settings import free_port, isolated_settings
 from tests.support.waiting import eventually
 
@@ -121,16 +119,7 @@ async def test_redis_stopped_mid_stream_loses_nothing(
 
 
 async def _stored_count(port: int) -> float:
-    async with httpx.AsyncClient() as client:
-        response = await client.get(f"http://127.0.0.1:{port}/metrics")
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            if sample.name == "memstream_events_total" and sample.labels == {
-                "stage": "history",
-                "outcome": "stored",
-            }:
-                return sample.value
-    return 0.0
+    return await worker_metric(port, "memstream_events_total", stage="history", outcome="stored")
 
 
 async def test_two_workers_share_partitions_and_take_over(services, tenant, store, start_worker):
@@ -148,10 +137,10 @@ async def test_two_workers_share_partitions_and_take_over(services, tenant, stor
 
     async def both_consumed() -> bool:
         nonlocal sent
-        rounds = [message(tenant, f"c{c}", sent + n) for c in range(40) for n in range(5)]
-        await publish(settings, "message-written", rounds)
-        sent += 5
-        await asyncio.sleep(1)
+        if await store.count(tenant) == 40 * sent:  # the last round is stored: one more
+            rounds = [message(tenant, f"c{c}", sent + n) for c in range(40) for n in range(5)]
+            await publish(settings, "message-written", rounds)
+            sent += 5
         a_count = await _stored_count(a.settings.worker_web_port)
         b_count = await _stored_count(b.settings.worker_web_port)
         return a_count > 0 and b_count > 0
@@ -182,8 +171,16 @@ async def test_database_outage_is_waited_out_without_committing(
         await eventually(first_stored, what="messages before the outage")
         await eventually(lambda: caught_up(settings, "message-written"), what="first commit")
         await proxy.stop()
+        port = settings.worker_web_port
+        tried = await worker_metric(port, "memstream_retries_total", stage="history")
         await publish(settings, "message-written", [message(tenant, "c", n) for n in range(20, 50)])
-        await asyncio.sleep(5)
+
+        async def failing() -> bool:
+            # The stage has read the new batch and its writes failed, more than once.
+            retries = await worker_metric(port, "memstream_retries_total", stage="history")
+            return retries >= tried + 2
+
+        await eventually(failing, what="the batch tried during the outage")
         assert await store.count(tenant) == 20
         assert not await caught_up(settings, "message-written"), "committed during the outage"
         await proxy.start()

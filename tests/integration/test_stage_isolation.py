@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from memstream.broker.groups import live_members
@@ -17,6 +15,7 @@ from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from memstream.store.summaries import SummaryStore
 from tests.support.kafka import message, session_end
+from tests.support.processes import worker_metric
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -36,20 +35,9 @@ def crafted(n: int) -> str:
     return " ".join(sentences)[:20_000]
 
 
-async def metrics_text(port: int) -> str:
-    """The worker's metrics; what its event loop answers, so no answer within 5 s fails."""
-    async with httpx.AsyncClient(timeout=5) as client:
-        return (await client.get(f"http://127.0.0.1:{port}/metrics")).text
-
-
-def written(text: str) -> float:
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "memstream_events_total"
-        and sample.labels == {"stage": "summary", "outcome": "written"}
-    )
+async def written(port: int) -> float:
+    """Summaries the worker wrote; what its event loop answers, so no answer within 5 s fails."""
+    return await worker_metric(port, "memstream_events_total", stage="summary", outcome="written")
 
 
 async def test_crafted_messages_never_stall_ingest_or_the_group_heartbeat(
@@ -94,7 +82,7 @@ async def test_crafted_messages_never_stall_ingest_or_the_group_heartbeat(
     async def watch_the_loop() -> None:
         nonlocal answers
         while True:
-            await metrics_text(port)  # a loop that does not answer within its timeout fails
+            await written(port)  # a loop that does not answer within its timeout fails
             answers += 1
             await asyncio.sleep(0.05)
 
@@ -123,6 +111,6 @@ async def test_crafted_messages_never_stall_ingest_or_the_group_heartbeat(
         for task in watching:
             task.cancel()
     assert sent >= 3 and answers >= 10, "the crafted work was over before it was watched"
-    assert written(await metrics_text(port)) >= 1
+    assert await written(port) >= 1
     # The same single member: never evicted, never rejoined.
     assert await live_members(settings, group) == members

@@ -10,7 +10,6 @@ from functools import partial
 import httpx
 import orjson
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.groups import caught_up
@@ -26,6 +25,7 @@ from memstream.topology import PUBLIC_TOPICS, internal_topics
 from tests.support.api import client_for
 from tests.support.faults import proxied_database
 from tests.support.kafka import message, read_topic
+from tests.support.processes import worker_metric
 from tests.support.settings import isolated_settings
 from tests.support.waiting import eventually
 
@@ -80,15 +80,7 @@ async def letters(settings: Settings) -> list[dict[str, object]]:
 
 
 async def metric(settings: Settings, name: str, **labels: str) -> float:
-    """The sum of a worker metric's samples that carry ``labels``."""
-    async with httpx.AsyncClient() as client:
-        response = await client.get(f"http://127.0.0.1:{settings.worker_web_port}/metrics")
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(response.text)
-        for sample in family.samples
-        if sample.name == name and labels.items() <= sample.labels.items()
-    )
+    return await worker_metric(settings.worker_web_port, name, **labels)
 
 
 async def all_topics(settings: Settings) -> None:

@@ -3,7 +3,6 @@ the first meets an outage and waits on a retry tier while the second is already 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -15,13 +14,14 @@ from memstream.longterm.models import Candidate
 from memstream.longterm.payloads import Session, dumps
 from memstream.memory import USER_PROFILE
 from memstream.providers.memos import memos_cube
+from memstream.roles import ROLES, group_id
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
-from memstream.topology import PUBLIC_TOPICS, internal_topics
+from memstream.topology import PUBLIC_TOPICS, internal_topics, tier_topics
 from tests.fakes.memos import MEMOS_KEY, MemOSState
 from tests.support.api import client_for
 from tests.support.faults import proxied_database
-from tests.support.kafka import read_topic
+from tests.support.kafka import committed_to_end, read_topic, retry_group
 from tests.support.settings import isolated_settings
 from tests.support.waiting import eventually
 
@@ -80,7 +80,19 @@ async def test_the_newer_session_wins_when_the_older_waited_out_an_outage(
             return "Lives in Berlin" in found and "Lives in Lisbon" in found
 
         await eventually(settled, within=60, what="both sessions applied")
-        await asyncio.sleep(3 * settings.retry_max_delay_seconds)  # nothing else comes back
+
+        async def nothing_pending() -> bool:
+            # Every retry sent back, then every record of the stage settled: nothing else
+            # comes back.
+            for topic, group in [
+                *((tier, retry_group(settings)) for tier in tier_topics(settings)),
+                ("lt-conflict", group_id(settings.app_id, ROLES)),
+            ]:
+                if not await committed_to_end(settings, topic, group):
+                    return False
+            return True
+
+        await eventually(nothing_pending, within=60, what="the retry sent back and settled")
         assert await memories(engine, tenant) == {"Lives in Lisbon": False, "Lives in Berlin": True}
     finally:
         await proxy.stop()

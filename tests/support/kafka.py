@@ -1,4 +1,5 @@
-"""Kafka as the tests see it: the events they publish and every record a topic holds."""
+"""Kafka as the tests see it: the events they publish, every record a topic holds and how far
+a consumer group has got through them."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from memstream.broker.clients import stop_consumer
-from memstream.broker.topics import partitions_of
+from memstream.broker import offsets
+from memstream.broker.clients import admin_client, group_less_consumer, stop_consumer
+from memstream.broker.topics import partitions, partitions_of
+from memstream.roles import ROLES, group_id
 from memstream.settings import Settings
 
 
@@ -34,6 +37,27 @@ async def read_topic(settings: Settings, topic_name: str) -> list[tuple[bytes | 
         return out
     finally:
         await stop_consumer(consumer)
+
+
+async def committed_to_end(settings: Settings, topic_name: str, group: str) -> bool:
+    """Whether ``group`` has committed every record now in the topic: the stage reading it has
+    settled them all (what a test waits on before asserting that nothing more happens)."""
+    topic = settings.topic(topic_name)
+    async with admin_client(settings) as admin:
+        tps = await partitions(admin, topic)
+        done = await offsets.committed(admin, group, tps)
+    consumer = group_less_consumer(settings)
+    await consumer.start()
+    try:
+        ends: dict[TopicPartition, int] = await consumer.end_offsets(tps) if tps else {}
+    finally:
+        await stop_consumer(consumer)
+    return all(done[tp] >= ends[tp] for tp in tps)
+
+
+def retry_group(settings: Settings) -> str:
+    """The group in which an all-roles worker's retry stage reads the retry tiers."""
+    return f"{group_id(settings.app_id, ROLES)}.retry"
 
 
 def session_end(tenant: str, conversation: str) -> dict[str, Any]:

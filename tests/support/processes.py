@@ -10,6 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
 from memstream.launch import Launched, api_url, memstream_argv, settings_env
 from memstream.settings import Settings
 from tests.support import REPO
@@ -98,3 +101,16 @@ def api_process(settings: Settings) -> Iterator[str]:
             yield api_url(settings)
         finally:
             api.stop(timeout=10)
+
+
+async def worker_metric(port: int, name: str, **labels: str) -> float:
+    """The sum of the samples of a worker's metric ``name`` that carry ``labels``; raises
+    ``httpx.HTTPError`` while the worker does not answer."""
+    async with httpx.AsyncClient(timeout=5) as client:
+        response = await client.get(f"http://127.0.0.1:{port}/metrics")
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+        if sample.name == name and labels.items() <= sample.labels.items()
+    )
