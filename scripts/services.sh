@@ -554,7 +554,7 @@ cmd_up() {
         need_command python3 python3 # kafka_ready
     fi
     need_command chromium chromium # tests/integration/test_dashboard.py (headless)
-    need_command wrk wrk           # bench/loadpath.py (load generator)
+    need_command wrk wrk           # bench/loadpath/ (load generator)
     apt_install_needed
 
     mariadb_up

@@ -1,0 +1,160 @@
+"""Benchmark 2 of the load path: latency at a fixed offered rate, open loop (requests leave on
+schedule whatever the responses do; latency counts from the scheduled send time)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.loadpath.requests import TIMEOUT_SECONDS
+from bench.loadpath.servers import Server, Usage, Window
+
+RATE = 200  # requests/s offered in the open-loop benchmark
+OPEN_WARMUP_SECONDS = 5
+OPEN_SECONDS = 20
+KEEPALIVE = 32  # idle connections the open-loop client keeps (see load_client)
+
+
+@dataclass
+class OpenLoop:
+    offered: int
+    answered: int
+    latencies_ms: list[float]
+    errors: Counter[str]
+    degraded: int
+    degraded_parts: Counter[str]
+    with_items: int
+    max_send_lag_ms: float
+    cpu_ms: float
+    usage: Window
+    inside: dict[float, float]  # memstream_load_path_seconds{path="total"} buckets, by le
+
+    def percentile(self, p: float) -> float:
+        ordered = sorted(self.latencies_ms)
+        if not ordered:
+            return float("nan")
+        return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+    def over_ms(self, bound_ms: float) -> float:
+        """The share of requests slower than ``bound_ms`` (from their scheduled send time)."""
+        slow = sum(1 for latency in self.latencies_ms if latency > bound_ms)
+        return slow / len(self.latencies_ms) if self.latencies_ms else float("nan")
+
+    def inside_bound_ms(self, p: float) -> float:
+        """The upper bound of the histogram bucket holding the p-th percentile of the time
+        spent inside the load path (``LoadPath.context``), as the server measured it."""
+        count = self.inside.get(float("inf"), 0.0)
+        for le, cumulative in sorted(self.inside.items()):
+            if count and cumulative >= p / 100 * count:
+                return 1000 * le
+        return float("nan")
+
+    def inside_over_ms(self, bound_ms: float) -> float:
+        """The share of requests that spent more than ``bound_ms`` inside the load path."""
+        count = self.inside.get(float("inf"), 0.0)
+        within = self.inside.get(bound_ms / 1000, float("nan"))
+        return (count - within) / count if count else float("nan")
+
+
+async def load_histogram(client: httpx.AsyncClient) -> dict[float, float]:
+    """memstream's own load-path latency histogram (path ``total``), cumulative by bucket."""
+    text = (await client.get("/metrics")).text
+    out: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "memstream_load_path_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_bucket") and sample.labels.get("path") == "total":
+                    out[float(sample.labels["le"])] = sample.value
+    return out
+
+
+def load_client(server: Server) -> httpx.AsyncClient:
+    """The open-loop generator's one client: no request ever waits for a connection.
+
+    Idle keep-alive connections are capped, though: httpcore 1.0's pool does work quadratic
+    in its number of connections for every idle one on every request, so after a stall of
+    the server had opened a hundred connections the client itself would fall behind (and
+    then open more). The send lag and load-generator CPU printed with each result show
+    whether the client kept its schedule."""
+    return httpx.AsyncClient(
+        base_url=server.base,
+        limits=httpx.Limits(max_connections=4096, max_keepalive_connections=KEEPALIVE),
+        timeout=httpx.Timeout(TIMEOUT_SECONDS),
+    )
+
+
+async def open_loop(
+    client: httpx.AsyncClient,
+    server: Server,
+    bodies: Sequence[dict[str, Any]],
+    rate: int,
+    seconds: int,
+) -> OpenLoop:
+    """Send ``rate`` requests/s for ``seconds`` on a fixed schedule, whatever the answers do;
+    each latency counts from the request's scheduled send time (queueing is not hidden)."""
+    count = rate * seconds
+    latencies: list[float] = []
+    errors: Counter[str] = Counter()
+    degraded_parts: Counter[str] = Counter()
+    counts = {"answered": 0, "degraded": 0, "items": 0}
+    lag = 0.0
+    loop = asyncio.get_running_loop()
+
+    async def send(payload: bytes, at: float) -> None:
+        try:
+            r = await client.post(
+                "/v1/context", content=payload, headers={"content-type": "application/json"}
+            )
+        except httpx.HTTPError as exc:
+            # A failure counts in the percentiles too, at the time it took to fail.
+            latencies.append(1000 * (loop.time() - at))
+            errors["timeout" if isinstance(exc, httpx.TimeoutException) else repr(exc)] += 1
+            return
+        latencies.append(1000 * (loop.time() - at))
+        counts["answered"] += 1
+        if r.status_code != 200:
+            errors[f"HTTP {r.status_code}"] += 1
+            return
+        answer = orjson.loads(r.content)
+        if answer["degraded"]:
+            counts["degraded"] += 1
+            degraded_parts.update(answer["degraded"])
+        if answer["long_term"]["items"]:
+            counts["items"] += 1
+
+    payloads = [orjson.dumps(bodies[i % len(bodies)]) for i in range(count)]
+    tasks = []
+    histogram = await load_histogram(client)
+    before = Usage.now(server)
+    first = loop.time() + 0.05
+    for i, payload in enumerate(payloads):
+        at = first + i / rate
+        delay = at - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        else:
+            lag = max(lag, -delay)
+        tasks.append(asyncio.create_task(send(payload, at)))
+    await asyncio.gather(*tasks)
+    usage = Usage.now(server).since(before)
+    inside = {le: n - histogram.get(le, 0.0) for le, n in (await load_histogram(client)).items()}
+    return OpenLoop(
+        offered=count,
+        answered=counts["answered"],
+        latencies_ms=latencies,
+        errors=errors,
+        degraded=counts["degraded"],
+        degraded_parts=degraded_parts,
+        with_items=counts["items"],
+        max_send_lag_ms=1000 * lag,
+        cpu_ms=1000 * usage.server_seconds / max(1, counts["answered"]),
+        usage=usage,
+        inside=inside,
+    )
