@@ -1,65 +1,5 @@
-"""Hybrid ranking: a lexical and a vector ranking fused into one order, scored in [0, 1].
-
-Order (``order``)
-    ``"rrf"``: reciprocal-rank fusion (Cormack et al., 2009): ``rrf(d) = sum over the two
-    rankings of weight / (k + rank(d))``, ranks from 1, a ranking without ``d`` adding
-    nothing. It needs no common scale, and a memory both retrievers find outranks one that
-    only one of them finds.
-
-    ``"weighted"``: ``lexical_weight * lexical + vector_weight * vector``, on the two scores
-    below (a weighted CombSUM, Fox and Shaw 1994). It keeps how far apart the hits are, which
-    ranks throw away. The built-in store uses it with ``VECTOR_WEIGHT`` 0.1: on LoCoMo, where
-    MiniLM alone finds 13 points less than the store's lexical retriever at k = 10, RRF with
-    equal weights lost 4 points of recall@5 to lexical alone (weight 0.5: 2), while the
-    weighted order gains at both k. The vector score then mostly orders memories the lexical
-    score ties (every query word present: 1.0) or nearly ties, and brings in memories that
-    share no word with the query, after the lexical matches. The weight was chosen on two of
-    the five conversations and checked on the other three (BENCHMARKS.md); a model stronger
-    than the lexical retriever would want a larger one, or RRF.
-
-    Ties keep the lexical order, then the vector order, in both.
-
-Score (what the relativity threshold and the load path's 0.3 floor read)
-    RRF values say nothing absolute (the best of poor hits still gets the top value), so the
-    score comes from each retriever's own evidence, on the scale the lexical score already
-    has (``memstream.retrieval``: sqrt of the query's matched idf share, threshold 0.45):
-
-    - lexical: the normalised lexical score as given, in [0, 1];
-    - vector: the cosine mapped linearly from ``[COSINE_FLOOR, COSINE_FULL]`` onto [0, 1] and
-      clamped, so a cosine at the floor (unrelated text) is 0 and one at ``COSINE_FULL``
-      (the query's answer) is 1;
-    - evidence = the larger of the two: a memory is relevant when either retriever finds it
-      relevant by its own measure.
-
-    A memory is kept when its evidence reaches ``threshold`` (0.45 by default: the relativity
-    means what it meant for lexical retrieval alone). In fused order, its score is its
-    evidence capped by the score of the memory fused just above it: the scores then fall
-    monotonically along the fused order (a caller that sorts by score keeps that order) and
-    never exceed a memory's own evidence, so every score stays at or above the threshold.
-
-    The cosine bounds are for all-MiniLM-L6-v2 (``bench/embedding_server.py``): unrelated
-    sentences score -0.06 to 0.05, a question and its answer ("What does the user do for a
-    living?" / "The user works as a teacher.") 0.57, a paraphrase 0.74; 0.45 on the mapped
-    scale is a cosine of 0.325. Another model needs its own bounds.
-
-Entry by rank (``entered_by_rank``)
-    A fixed cosine bar misses what a small model relates only faintly: "Where should I eat
-    tonight?" and "The user is vegetarian." have a MiniLM cosine of 0.128, which maps to 0.06,
-    while "Noted!" scores 0.122 against the same question. What sets the first apart is
-    not its cosine but that it clearly beats the user's other memories ("The user lives in
-    Berlin." 0.033). So the best ``RANK_ENTRIES`` vector hits of a search also count as
-    evidence at the threshold when their cosine reaches ``background + z(n) * spread``:
-    the median and spread (1.4826 MAD) of the user's other memories' cosines, each shrunk
-    towards the model's unrelated-text prior (``BACKGROUND_COSINE``, ``BACKGROUND_SPREAD``)
-    as if ``PRIOR_MEMORIES`` unrelated memories sat among them, and ``z(n) = sqrt(2 ln(n+1))``
-    for ``n`` memories: about the largest of ``n`` draws of unrelated noise (the universal
-    threshold of Donoho and Johnstone), so pure noise rarely enters however many memories
-    the user has. With two memories the bar is a cosine of 0.09; with hundreds of LoCoMo
-    turns it sits near 0.6, where the mapped score alone already passes, so entry by rank
-    matters for small stores and does not flood large ones. The price is paid by small stores
-    too: with three memories unrelated to the query, about one search in six lets the least
-    unrelated one in, at the threshold's score.
-"""
+"""Hybrid ranking: a lexical and a vector ranking fused into one order, scored in [0, 1]. The
+two orders, the score and entry by rank, and why: docs/design/hybrid-ranking.md."""
 
 from __future__ import annotations
 
@@ -100,7 +40,7 @@ PRIOR_MEMORIES = 8
 
 @dataclass(frozen=True, slots=True)
 class Fused:
-    """One fused result: ``score`` in [0, 1] (module docstring), and what it came from."""
+    """One fused result: ``score`` in [0, 1] (docs/design/hybrid-ranking.md) and its sources."""
 
     id: str
     score: float
@@ -126,7 +66,7 @@ def entered_by_rank(
     prior: float = PRIOR_MEMORIES,
 ) -> list[int]:
     """Positions in ``cosines`` (one per memory of the user) of the best ``entries`` hits
-    that clearly beat the rest (module docstring), best first."""
+    that clearly beat the rest (docs/design/hybrid-ranking.md), best first."""
     values = np.asarray(list(cosines) if not isinstance(cosines, np.ndarray) else cosines)
     n = int(values.shape[0])
     if n == 0 or entries <= 0:

@@ -1,47 +1,6 @@
-"""The Mem0 long-term provider (``MEM0``): the Mem0 REST server (mem0ai/mem0 ``server/main.py``)
-over one pooled ``httpx.AsyncClient`` (memstream.providers.http).
-
-Scopes and tenant isolation (the Mem0 server has none on its API):
-    The Mem0 ``user_id`` is ``<tenant>:<user>`` (``%`` and ``:`` escaped in each part), so
-    tenants never share a Mem0 user. A user-profile memory is stored with that user id and
-    no ``agent_id``; an agent memory also carries ``agent_id`` = the agent id. memstream's
-    own fields ride in ``metadata``: tenant, cube, memory type, importance, source events,
-    the content key, the kind of an episode and its date (no kind reads as a fact). Every
-    search, list and delete is bound to the namespaced user id, and a delete by id first
-    reads the memory and leaves it alone unless it belongs to the tenant.
-
-Calls:
-    add           ``POST /memories`` with one user message holding the memory text and
-                  ``infer: false``: memstream has already extracted and resolved the memory
-                  (an episode is what was said, dated), so Mem0 stores it as it is (no LLM
-                  call, seconds saved, no rewrite). Mem0 adds synchronously and answers the
-                  final id.
-    search        ``POST /search`` per readable scope (in parallel), ``filters`` with the
-                  user id (and the agent id for the agent's cube). A user-scope search also
-                  matches the user's agent memories, so it asks for more and keeps the
-                  profile ones (by ``metadata.memstream_cube``; without it, no ``agent_id``
-                  means profile). Any failure raises ``ProviderUnavailable``.
-    delete        ``GET /memories/{id}`` (ownership), then ``DELETE /memories/{id}``.
-    list_live     ``GET /memories?user_id=`` (all of the user's scopes, filtered here).
-    delete_user   list, then delete each id.
-
-Scores:
-    What Mem0 calls ``score`` depends on its vector store: a similarity in [0, 1] for most,
-    a cosine *distance* (0 = identical) for some (pgvector), an unbounded value for others.
-    ``score_kind`` says which: ``similarity`` clamps to [0, 1]; ``distance`` maps d to
-    ``1 - d`` clamped to [0, 1]; ``unbounded`` maps s >= 0 to ``s / (1 + s)``. A score that is
-    not a finite number counts as 0. Mem0's own ``threshold`` compares raw scores, so it is
-    sent only for ``similarity``; the relativity threshold (0.45) is applied here on the
-    normalised score in every case.
-
-Idempotency of add: before adding, the user's memories are listed and a memory of the same
-cube with the same normalised content (or content key) is answered instead; memories of one
-batch are matched against each other. An add that failed in a way that may have stored it is
-repeated only after listing again.
-
-Retries: search, list, reading by id and delete by id are repeated on network errors and
-5xx/429 (search once); an add never blindly.
-"""
+"""The Mem0 long-term provider (``MEM0``): the Mem0 REST server over one pooled
+``httpx.AsyncClient`` (memstream.providers.http). How it isolates tenants, calls Mem0, reads its
+scores, keeps adds idempotent and retries: docs/design/mem0.md."""
 
 from __future__ import annotations
 
@@ -90,7 +49,7 @@ def mem0_user(tenant_id: str, user_id: str) -> str:
 
 
 def normalise_score(raw: object, kind: ScoreKind) -> float:
-    """A Mem0 score as a relevance in [0, 1] (see the module docstring)."""
+    """A Mem0 score as a relevance in [0, 1] (docs/design/mem0.md, "Scores")."""
     if isinstance(raw, bool) or not isinstance(raw, int | float):
         return 0.0
     value = float(raw)

@@ -1,73 +1,6 @@
 """The MemOS long-term provider (``MEMOS``): MemTensor MemOS's ``/product`` API over one pooled
-``httpx.AsyncClient`` (memstream.providers.http).
-
-Tenant isolation (MemOS has none on its API):
-    A MemOS ``user_id`` is ``<tenant>:<user>`` and every cube memstream reads or writes is
-    ``<tenant>:<user>:<cube>`` (``user_profile`` or ``agent_<id>``), each component with ``%``
-    and ``:`` escaped so the names are injective. Cube ids in replies are mapped back to
-    memstream's cube names; a reply naming a cube outside the request's own set is ignored.
-    The user is part of the cube id, not only the tenant: MemOS partitions memories by cube
-    (the graph's ``user_name``) and uses ``user_id`` only as a soft signal, so a cube shared
-    by the users of a tenant would mix their profiles. memstream's own cubes are per (tenant,
-    user) too (the built-in store keys memories by tenant, user and cube).
-
-Calls:
-    search        ``POST /product/search`` over the readable cubes, ``mode`` fast, relativity
-                  0.45, MMR de-duplication, preferences included; every bucket (``text_mem``,
-                  ``pref_mem``, ``skill_mem``, ``tool_mem``) is parsed, ``metadata.relativity``
-                  (clamped to [0, 1]) is the score, the bucket is the memory type unless the
-                  memory was written by memstream (then the type memstream gave it).
-                  Any failure (HTTP error, timeout, an envelope ``code`` other than 200, a
-                  malformed reply) raises ``ProviderUnavailable``: the load path answers an
-                  empty long-term part and ``degraded: ["long_term"]``; it is counted in
-                  ``memstream_provider_failures_total{provider="MEMOS",call="search"}``.
-                  MemOS itself hides backend errors as empty buckets; those cannot be told
-                  from "nothing relevant".
-    add           one ``POST /product/add`` per memory, ``async_mode`` sync (see below),
-                  ``messages`` = one user message whose content is the memory text, so that
-                  the ids MemOS answers belong to exactly that memory. ``mode`` is ``fast`` by
-                  default: memstream has already extracted, de-duplicated and resolved the
-                  memory; ``fine`` would run MemOS's own LLM extraction again (seconds per
-                  call), which may rewrite or split the memory; an episode is always added
-                  ``fast`` (what was said, kept as said). memstream's own fields (content
-                  key, type, importance, source events, the kind of an episode and its
-                  date; no kind reads as a fact) travel in ``info`` and are read back.
-    delete        ``POST /product/get_user_names_by_memory_ids`` first (which cube holds each
-                  id), keeping only ids held by this tenant's cubes, then
-                  ``POST /product/delete_memory`` per cube. ``data.status == "failure"`` under
-                  code 200 is a failure.
-    list_live     ``POST /product/get_memory`` per readable cube (all buckets, no paging).
-                  A server without that endpoint (HTTP 404/405) is read with a broad search
-                  instead (relativity 0, ``list_limit`` memories per cube): such a list can
-                  be incomplete, which is logged.
-    delete_user   list then delete, for the user's profile cube and the cube of every agent
-                  the tenant has configured (``agents_of``); MemOS cannot enumerate cubes.
-
-Idempotency of add (memstream never stores the same memory twice):
-    Before adding, the cube is searched with the memory text itself (relativity 0, no
-    de-duplication) for a memory whose normalised content (NFKC, case-folded, white space
-    collapsed) or memstream content key equals the new one; when found, that memory is the
-    answer and nothing is added. Memories of one batch are also matched against each other.
-
-Sync, async and temporary ids:
-    memstream asks for ``async_mode: sync``, in which MemOS answers the final ids. A server
-    that processes adds asynchronously anyway answers temporary ids that later vanish. So
-    every add is confirmed by reading it back (a search of the cube, right away and then
-    after ``confirm_delays``): an answered id found in the cube is final; the same content
-    found under another id means that id is the real one (the temporary id is kept in
-    ``extra["temporary_ids"]``). When neither shows up in time, the item is answered with
-    ``extra["provisional"] = True`` and the temporary id, which is never presented as
-    final; a later add of the same content finds the real memory by content. Such adds are
-    counted in ``memstream_provider_failures_total{provider="MEMOS",call="add_confirm"}``.
-    An add that answered no id at all and cannot be confirmed raises ``ProviderUnavailable``
-    (the persist stage retries it; its idempotency check then finds a late arrival).
-
-Retries:
-    search, list, the owner lookup and delete by id are safe to repeat and are retried on
-    network errors and 5xx/429 with a short jittered backoff (search once, on the load
-    path). An add is never repeated blindly: after a retryable failure the cube is searched
-    again and the memory is added once more only when it is not there.
-"""
+``httpx.AsyncClient`` (memstream.providers.http). How it isolates tenants, calls MemOS, keeps
+adds idempotent, confirms ids and retries: docs/design/memos.md."""
 
 from __future__ import annotations
 
@@ -323,7 +256,7 @@ class MemOSProvider:
     # --- add -----------------------------------------------------------------------------
 
     async def add(self, memories: Sequence[NewMemory]) -> list[MemoryItem]:
-        """Store memories one by one (see the module docstring): content already in the
+        """Store memories one by one (docs/design/memos.md): content already in the
         cube is answered as it is, never added twice. Answers one item per input."""
         for memory in memories:
             validate_new(memory)
