@@ -1,41 +1,6 @@
-"""Lexical retrieval for the built-in long-term store: BM25 index, MMR, threshold.
-
-Pure functions and in-memory structures only (no IO), so the scoring is testable on its own
-and fast enough to run on every load-path request.
-
-Scoring
-    Okapi BM25 over the terms of ``memstream.text.terms`` (stemmed words, CJK character
-    bigrams), plus a lower-weight field of adjacent-word bigrams (phrase evidence: "support
-    group" beats a document that has "support" and "group" far apart).
-    The index is an inverted index (term -> {document: tf}) that can add and remove single
-    documents, so a cache can follow a user's writes without rebuilding; a query is one pass
-    over the postings of its terms.
-
-Normalisation (what makes the 0.45 relativity threshold meaningful)
-    ``coverage = min(1, bm25(q, d) / ideal(q))`` where ``ideal(q)`` is the sum of idf(t) over
-    the query's terms (with multiplicity): the BM25 score of a document of reference length that
-    contains every query term exactly once. Coverage is "the share of the query's information
-    (idf mass) the memory matches", with BM25's tf saturation and length normalisation on
-    top. Query terms no memory contains keep their (high) idf in ``ideal``: the memories
-    cannot answer that part of the query. Phrase matches add a bonus without raising
-    ``ideal``.
-
-    The score is ``sqrt(coverage)``. For a memory made only of query terms, the cosine
-    between binary idf-weighted query and memory vectors is the square root of the share of
-    the query's squared weight it matches; the square root puts the lexical score on roughly
-    the cosine scale the reference design's relativity 0.45 was chosen for (embedding
-    similarity in MemOS): 0.45 keeps memories matching about a fifth of the query's weight,
-    1.0 means every query term is present. The score of a memory does not depend on the other
-    results (dividing by the best hit would make the top result 1.0 even when it is poor).
-    On the LoCoMo dev split (``python -m bench.locomo``) the 0.45 threshold costs 1.3 points
-    of recall@5 and 2.6 of recall@10; on linear coverage it cost 16 and 21.
-    Ranking uses the uncapped ratio, so memories that all reach 1.0 keep their BM25 order.
-
-    idf is computed as if the user's memories sat among ``BACKGROUND_DOCS`` more documents
-    that contain none of the terms: with a handful of memories, plain BM25 idf makes any word
-    shared by two of them look as common as "the", and a query term missing from three
-    memories would outweigh a matched one four to one.
-"""
+"""Lexical retrieval for the built-in long-term store: BM25 index, MMR, threshold. Pure
+functions and in-memory structures only (no IO). How it scores and why the score is
+normalised as it is: docs/design/lexical-retrieval.md."""
 
 from __future__ import annotations
 
@@ -185,7 +150,7 @@ class LexicalIndex:
         return self._norms
 
     def relevance(self, query: str | Sequence[str]) -> dict[str, float]:
-        """``bm25(q, d) / ideal(q)`` per matching document id (module docstring).
+        """``bm25(q, d) / ideal(q)`` per matching document id (docs/design/lexical-retrieval.md).
 
         It can exceed 1 (a short memory with every query term, a phrase match), so it ranks
         documents that the displayed score caps at 1.0; ``normalised`` gives that score."""
