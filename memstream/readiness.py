@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from memstream.broker import offsets
 from memstream.broker.clients import admin_client, group_less_consumer, stop_consumer
 from memstream.broker.groups import Group, committed_by_role, describe_groups
+from memstream.broker.patience import patiently
 from memstream.broker.topics import partitions
 from memstream.settings import Settings
 from memstream.topology import PUBLIC_TOPICS, ROLES, STAGES
@@ -80,7 +82,10 @@ async def workers(settings: Settings, within: float = TIMEOUT_SECONDS) -> Worker
     """The worker groups and their lag on the input topics, in ``within`` seconds."""
     try:
         async with asyncio.timeout(within):
-            return await _describe(settings)
+            # Half the time to retry a broker that is not ready, so its own error is reported.
+            return await patiently(
+                settings, "readiness", partial(_describe, settings), within=within / 2
+            )
     except Exception as exc:
         return Workers(settings.app_id, error=exc.__class__.__name__)
 

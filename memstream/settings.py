@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     batch_max_events: int = Field(default=5000, ge=1)
     batch_within_seconds: float = Field(default=0.2, gt=0)
     db_retry_max_seconds: float = Field(default=30.0, gt=0)
+    # How long a command waits for a broker that is not ready (a new cluster, a restart)
+    # before it fails.
+    kafka_wait_seconds: float = Field(default=60.0, ge=0)
     # Load path (query API).
     short_term_timeout_seconds: float = Field(default=0.5, gt=0)
     long_term_timeout_seconds: float = Field(default=0.8, gt=0)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+from functools import partial
 
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
 from memstream.broker import offsets
 from memstream.broker.clients import admin_client
+from memstream.broker.patience import patiently
 from memstream.broker.topics import ensure_topics, partitions
 from memstream.metrics import faust_lag, update_consumer_lag
 from memstream.roles import group_id, groups_running, reading_group
@@ -98,7 +100,8 @@ async def prepare(settings: Settings, roles: tuple[str, ...]) -> None:
     # Topics are created up front with the configured partition count, so every worker of the
     # group agrees on it whoever starts first.
     await ensure_topics(settings, PUBLIC_TOPICS + internal_topics(settings))
-    await take_over(settings, roles)
+    # A new cluster has no group coordinator until its offsets topic exists.
+    await patiently(settings, "taking over offsets", partial(take_over, settings, roles))
 
 
 def run_worker(settings: Settings, roles: tuple[str, ...] = ROLES) -> int:

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError
 
+from memstream.broker.patience import patiently
 from memstream.errors import ServiceUnavailable
 from memstream.settings import Settings
 
@@ -76,14 +77,24 @@ async def admin_client(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]
 
 @asynccontextmanager
 async def producer(settings: Settings, **options: object) -> AsyncIterator[AIOKafkaProducer]:
-    """A producer that waits for all in-sync replicas (duplicates are harmless: event ids)."""
-    client = make_producer(settings, acks="all", linger_ms=5, **options)
-    try:
-        await client.start()
-    except KafkaConnectionError as exc:
-        raise ServiceUnavailable(
-            f"Kafka at {settings.kafka_bootstrap_servers} does not answer ({exc})."
-        ) from exc
+    """A producer that waits for all in-sync replicas (duplicates are harmless: event ids),
+    started once the broker is ready."""
+
+    async def started() -> AIOKafkaProducer:
+        client = make_producer(settings, acks="all", linger_ms=5, **options)
+        try:
+            await client.start()
+        except KafkaConnectionError as exc:
+            await client.stop()
+            raise ServiceUnavailable(
+                f"Kafka at {settings.kafka_bootstrap_servers} does not answer ({exc})."
+            ) from exc
+        except BaseException:
+            await client.stop()
+            raise
+        return client
+
+    client = await patiently(settings, "starting a producer", started)
     try:
         yield client
     finally:

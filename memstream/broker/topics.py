@@ -6,21 +6,28 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import orjson
-from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from memstream.broker.clients import admin_client, make_consumer, producer, stop_consumer
 from memstream.broker.offsets import target_offsets
+from memstream.broker.patience import patiently
 from memstream.settings import Settings
 from memstream.topology import PUBLIC_TOPICS
 
 
 async def ensure_topics(settings: Settings, names: tuple[str, ...] = PUBLIC_TOPICS) -> None:
-    """Create the public topics with the configured partition count when missing."""
+    """Create the public topics with the configured partition count when missing, waiting for
+    a broker that is not ready yet."""
+    await patiently(settings, "creating topics", partial(_ensure_topics, settings, names))
+
+
+async def _ensure_topics(settings: Settings, names: tuple[str, ...]) -> None:
     async with admin_client(settings) as admin:
         existing = set(await admin.list_topics())
         missing = [settings.topic(n) for n in names if settings.topic(n) not in existing]
@@ -43,9 +50,14 @@ async def partitions(admin: AIOKafkaAdminClient, topic: str) -> list[TopicPartit
 
 
 async def partitions_of(settings: Settings, topic: str) -> list[int]:
-    """Partition ids of a topic (empty when it does not exist)."""
-    async with admin_client(settings) as admin:
-        return [tp.partition for tp in await partitions(admin, topic)]
+    """Partition ids of a topic (empty when it does not exist), waiting for a broker that is
+    not ready yet."""
+
+    async def described() -> list[int]:
+        async with admin_client(settings) as admin:
+            return [tp.partition for tp in await partitions(admin, topic)]
+
+    return await patiently(settings, f"describing {topic}", described)
 
 
 async def publish(
@@ -75,14 +87,9 @@ async def records_until_now(
     tps = [TopicPartition(topic, p) for p in await partitions_of(settings, topic)]
     if not tps:
         return
-    consumer = make_consumer(settings, enable_auto_commit=False)
-    await consumer.start()
+    opened = partial(_reading, settings, tps, since)
+    consumer, start, end = await patiently(settings, f"reading {topic}", opened)
     try:
-        consumer.assign(tps)
-        start = await target_offsets(consumer, tps, since)
-        end: dict[TopicPartition, int] = await consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, start[tp])
         remaining = [tp for tp in tps if start[tp] < end[tp]]
         while remaining:
             batch = await consumer.getmany(*remaining, timeout_ms=1000)
@@ -93,3 +100,21 @@ async def records_until_now(
             remaining = [tp for tp in remaining if await consumer.position(tp) < end[tp]]
     finally:
         await stop_consumer(consumer)
+
+
+async def _reading(
+    settings: Settings, tps: list[TopicPartition], since: datetime | None
+) -> tuple[AIOKafkaConsumer, dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """A started consumer positioned at ``since`` on ``tps``, with where each ends now."""
+    consumer = make_consumer(settings, enable_auto_commit=False)
+    try:
+        await consumer.start()
+        consumer.assign(tps)
+        start = await target_offsets(consumer, tps, since)
+        end: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+    except BaseException:
+        await stop_consumer(consumer)
+        raise
+    for tp in tps:
+        consumer.seek(tp, start[tp])
+    return consumer, start, end

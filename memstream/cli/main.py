@@ -7,6 +7,7 @@ import asyncio
 import logging
 import sys
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -182,9 +183,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command in ("redrive", "dead-letters"):
         return _dead_letters(args, settings)
     if args.command == "replay":
+        from memstream.broker.patience import patiently
         from memstream.broker.replay import replay
 
-        rewinds = asyncio.run(replay(settings, args.topic, args.to))
+        rewind = partial(replay, settings, args.topic, args.to)
+        rewinds = asyncio.run(patiently(settings, "replay", rewind))
         for r in rewinds:
             print(
                 f"{settings.topic(args.topic)}[{r.partition}]: {r.before} -> {r.after} ({r.group})"
