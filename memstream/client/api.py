@@ -276,10 +276,11 @@ class AsyncClient:
         api_key: str | None = None,
         timeout: float = 5.0,
         retries: int = 3,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.retries = retries
         self._http = httpx.AsyncClient(
-            base_url=base_url, headers=_headers(api_key), timeout=timeout
+            base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport
         )
 
     async def send(self, call: Call[M]) -> M | None:
@@ -329,9 +330,12 @@ class Client:
         api_key: str | None = None,
         timeout: float = 5.0,
         retries: int = 3,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.retries = retries
-        self._http = httpx.Client(base_url=base_url, headers=_headers(api_key), timeout=timeout)
+        self._http = httpx.Client(
+            base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport
+        )
 
     def send(self, call: Call[M]) -> M | None:
         """Send ``call``, trying a 503 or a refused connection again."""

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
 
+import httpx
+
 from memstream.errors import ProviderUnavailable
 from memstream.memory import (
     MEMORY_TYPES,
@@ -120,6 +122,7 @@ class Mem0Provider:
         search_attempts: int = 2,
         backoff_seconds: float = 0.1,
         concurrency: int = 8,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         headers = {"X-API-Key": api_key, "Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = ProviderHttp(
@@ -130,6 +133,7 @@ class Mem0Provider:
             connect_timeout=connect_timeout,
             attempts=attempts,
             backoff_seconds=backoff_seconds,
+            transport=transport,
         )
         self.write_timeout = write_timeout
         self.relativity = relativity

@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import httpx
+
 from memstream.errors import ProviderUnavailable
 from memstream.memory import (
     MEMORY_TYPES,
@@ -133,6 +135,7 @@ class MemOSProvider:
         search_attempts: int = 2,
         backoff_seconds: float = 0.1,
         agents_of: AgentsOf | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         base = base_url_of(base_url, "MemOS")
         # Accept the router's URL too: the /product paths are appended here.
@@ -146,6 +149,7 @@ class MemOSProvider:
             connect_timeout=connect_timeout,
             attempts=attempts,
             backoff_seconds=backoff_seconds,
+            transport=transport,
         )
         self.write_timeout = write_timeout
         self.relativity = relativity

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -181,6 +182,19 @@ def test_the_sync_client_answers_the_same_typed_results(served) -> None:  # type
         assert refused.value.status == 403
 
 
+class Statuses(httpx.AsyncHTTPTransport):
+    """The real transport, keeping the status of every answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statuses: list[int] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        self.statuses.append(response.status_code)
+        return response
+
+
 async def test_a_503_is_tried_again_until_the_database_is_back(services, tenant):
     url = make_url(services.database_url)
     proxy = await TcpProxy(url.port or 3306).start()
@@ -193,15 +207,21 @@ async def test_a_503_is_tried_again_until_the_database_is_back(services, tenant)
                 await impatient.messages(tenant_id=tenant, conversation_id="c1")
             assert down.value.status == 503
 
-        async def back_soon() -> None:
-            await asyncio.sleep(0.5)
+        seen = Statuses()
+
+        async def back_once_refused() -> None:
+            async def refused() -> bool:
+                return 503 in seen.statuses
+
+            await eventually(refused, within=30, what="a 503 to the patient client")
             await proxy.start()
 
-        restore = asyncio.create_task(back_soon())
-        async with AsyncClient(base, retries=6) as patient:
+        restore = asyncio.create_task(back_once_refused())
+        async with AsyncClient(base, retries=6, transport=seen) as patient:
             answer = await patient.messages(tenant_id=tenant, conversation_id="c1")
         await restore
         assert answer.messages == []
+        assert seen.statuses[0] == 503 and seen.statuses[-1] == 200  # tried again, then served
         await proxy.stop()
     # No API at all: the connection is tried again, then reported as unavailable.
     with Client(base, retries=1, timeout=1) as gone, pytest.raises(ServiceUnavailable):

@@ -1,10 +1,12 @@
-"""The embeddings client against a local OpenAI-compatible server: batching, checks, retries."""
+"""The embeddings client against a fake OpenAI-compatible server served in process: batching,
+checks, retries."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
+import httpx
 import numpy as np
 import pytest
 
@@ -12,36 +14,30 @@ from memstream.embeddings.client import EmbeddingClient
 from memstream.errors import ConfigurationError, EmbeddingError, MemstreamError
 from memstream.settings import Settings
 from tests.fakes.embeddings import EmbeddingScript, Fault, embeddings_app, fake_vector
-from tests.fakes.http import serve
 from tests.support.settings import free_port
 
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, EmbeddingScript]]:
-    script = EmbeddingScript()
-    with serve(embeddings_app(script)) as url:
-        yield f"{url}/v1", script
+URL = "http://embeddings.test/v1"
 
 
 @pytest.fixture
-def script(server: tuple[str, EmbeddingScript]) -> EmbeddingScript:
-    script = server[1]
+def script() -> EmbeddingScript:
+    script = EmbeddingScript()
     script.dimension = 8
-    script.faults.clear()
-    script.requests.clear()
-    script.headers.clear()
     return script
 
 
 @pytest.fixture
-async def client(
-    server: tuple[str, EmbeddingScript], script: EmbeddingScript
-) -> AsyncIterator[EmbeddingClient]:
-    async with quick_client(server[0]) as embedder:
+async def client(script: EmbeddingScript) -> AsyncIterator[EmbeddingClient]:
+    async with quick_client(URL, script) as embedder:
         yield embedder
 
 
-def quick_client(url: str, **options: float | int | str) -> EmbeddingClient:
+def quick_client(
+    url: str, script: EmbeddingScript | None = None, **options: float | int | str
+) -> EmbeddingClient:
+    """A client with short timeouts and backoff, on the fake server of ``script`` served in
+    this process (on ``url`` itself when there is none)."""
+    transport = None if script is None else httpx.ASGITransport(app=embeddings_app(script))
     values: dict[str, float | int | str] = {
         "batch_size": 4,
         "timeout": 2.0,
@@ -50,7 +46,7 @@ def quick_client(url: str, **options: float | int | str) -> EmbeddingClient:
         "backoff_max": 0.05,
     }
     values.update(options)
-    return EmbeddingClient(url, "mini", "sk-test", **values)  # type: ignore[arg-type]
+    return EmbeddingClient(url, "mini", "sk-test", transport=transport, **values)  # type: ignore[arg-type]
 
 
 def unit(text: str, dimension: int = 8) -> np.ndarray:
@@ -149,10 +145,10 @@ async def test_client_errors_are_not_retried(
 
 
 async def test_a_slow_answer_is_a_timeout_and_retried(
-    server: tuple[str, EmbeddingScript], script: EmbeddingScript
+    script: EmbeddingScript,
 ) -> None:
     script.faults += [Fault(delay=1.0)]
-    async with quick_client(server[0], timeout=0.2) as embedder:
+    async with quick_client(URL, script, timeout=0.2) as embedder:
         assert (await embedder.embed(["a"])).shape == (1, 8)
         assert len(script.requests) == 2
         script.faults += [Fault(delay=1.0)] * 3

@@ -1,6 +1,6 @@
-"""The LLM judge against a real local OpenAI-compatible server (``tests.fakes.llm``, under
-uvicorn in a background thread, answering scripted replies), including every fallback to the
-rule-based judge."""
+"""The LLM judge against a fake OpenAI-compatible server (``tests.fakes.llm``, its ASGI app
+served in process, answering scripted replies), including every fallback to the rule-based
+judge."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 from prometheus_client import REGISTRY
 
 from memstream.llm import LLMClient
 from memstream.longterm.judge import NEW_MARK, Judge
 from memstream.longterm.models import SessionMessage
-from tests.fakes.llm import Reply, Script
+from tests.fakes.llm import Reply, Script, llm_app
 from tests.support.settings import free_port
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -24,10 +25,12 @@ TIMEOUT = 0.5
 
 
 @pytest.fixture
-async def judge(llm_server: tuple[str, Script]) -> AsyncIterator[tuple[Judge, Script]]:
-    url, script = llm_server
-    script.reset()
-    client = LLMClient(url, MODEL, api_key=API_KEY, timeout=TIMEOUT)
+async def judge() -> AsyncIterator[tuple[Judge, Script]]:
+    script = Script()
+    transport = httpx.ASGITransport(app=llm_app(script))
+    client = LLMClient(
+        "http://llm.test/v1", MODEL, api_key=API_KEY, timeout=TIMEOUT, transport=transport
+    )
     yield Judge(client), script
     await client.aclose()
 
@@ -147,7 +150,7 @@ async def test_failures_fall_back_to_rules(
     assert len(script.requests) == 1
 
 
-async def test_unreachable_server_falls_back(llm_server: tuple[str, Script]) -> None:
+async def test_unreachable_server_falls_back() -> None:
     client = LLMClient(f"http://127.0.0.1:{free_port()}/v1", MODEL, timeout=TIMEOUT)
     try:
         result = await Judge(client).judge(SESSION, agent_id=None)

@@ -1,5 +1,5 @@
-"""The LLM conflict resolver and LLM summary against a real local OpenAI-compatible server
-(``tests.fakes.llm``, answering scripted replies), including every fallback."""
+"""The LLM conflict resolver and LLM summary against a fake OpenAI-compatible server
+(``tests.fakes.llm`` served in process, answering scripted replies), including every fallback."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
 from memstream.llm import LLMClient
@@ -17,16 +18,18 @@ from memstream.memory import MemoryItem
 from memstream.shortterm.fold import extractive_summary
 from memstream.shortterm.llm_summary import llm_summary
 from memstream.text.tokens import count_tokens
-from tests.fakes.llm import Script
+from tests.fakes.llm import Script, llm_app
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-async def llm(llm_server: tuple[str, Script]) -> AsyncIterator[tuple[LLMClient, Script]]:
-    url, script = llm_server
-    script.reset()
-    client = LLMClient(url, "scripted", api_key="k", timeout=5)
+async def llm() -> AsyncIterator[tuple[LLMClient, Script]]:
+    script = Script()
+    transport = httpx.ASGITransport(app=llm_app(script))
+    client = LLMClient(
+        "http://llm.test/v1", "scripted", api_key="k", timeout=5, transport=transport
+    )
     yield client, script
     await client.aclose()
 

@@ -1,5 +1,5 @@
-"""The Mem0 provider against a real local HTTP server speaking the Mem0 REST API
-(``tests.fakes.mem0`` under uvicorn, with in-memory state): request shapes, tenant namespacing,
+"""The Mem0 provider against a fake server speaking the Mem0 REST API (``tests.fakes.mem0``,
+its ASGI app served in process, with in-memory state): request shapes, tenant namespacing,
 scopes, score normalisation, failures, slow replies, idempotent adds and ownership on delete."""
 
 from __future__ import annotations
@@ -9,21 +9,27 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
 
 from memstream.errors import ProviderUnavailable
 from memstream.memory import NewMemory
 from memstream.providers.mem0 import Mem0Provider, mem0_user, normalise_score
-from tests.fakes.mem0 import MEM0_KEY, Mem0State
+from tests.fakes.mem0 import MEM0_KEY, Mem0State, mem0_app
 from tests.support.providers import new_memory, provider_failures
 from tests.support.settings import free_port
 
 
+def in_process(state: Mem0State, **options: Any) -> Mem0Provider:
+    """A provider on the fake Mem0 server, served in this process through its ASGI app."""
+    transport = httpx.ASGITransport(app=mem0_app(state))
+    return Mem0Provider("http://mem0.test", MEM0_KEY, transport=transport, **options)
+
+
 @pytest.fixture
-async def mem0(mem0_server: tuple[str, Mem0State]) -> AsyncIterator[tuple[Mem0Provider, Mem0State]]:
-    url, state = mem0_server
-    state.reset()
-    provider = Mem0Provider(url, MEM0_KEY, timeout=0.5, backoff_seconds=0.01)
+async def mem0() -> AsyncIterator[tuple[Mem0Provider, Mem0State]]:
+    state = Mem0State()
+    provider = in_process(state, timeout=0.5, backoff_seconds=0.01)
     yield provider, state
     await provider.aclose()
 
@@ -88,15 +94,14 @@ async def test_search_scopes_and_request_shape(mem0: tuple[Mem0Provider, Mem0Sta
     assert all(0.0 <= m.score <= 1.0 for m in found)
 
 
-async def test_distance_scores_are_normalised(mem0_server: tuple[str, Mem0State]) -> None:
-    url, state = mem0_server
-    state.reset()
+async def test_distance_scores_are_normalised() -> None:
+    state = Mem0State()
     state.score_kind = "distance"
     close = state.seed(USER, "close")
     far = state.seed(USER, "far")
     useless = state.seed(USER, "useless")
     state.score.update({close: 0.9, far: 0.5, useless: 0.1})  # similarities
-    provider = Mem0Provider(url, MEM0_KEY, score_kind="distance", backoff_seconds=0.01)
+    provider = in_process(state, score_kind="distance", backoff_seconds=0.01)
     try:
         found = await provider.search("t1", "u1", None, "anything", top_k=5)
     finally:

@@ -1,7 +1,7 @@
-"""The MemOS provider against a real local HTTP server speaking MemOS's ``/product`` API
-(``tests.fakes.memos`` under uvicorn, with in-memory state): request shapes, tenant
-namespacing, parsing of every bucket, error envelopes, slow replies, code-200 delete failures,
-async temporary ids, idempotent adds and the retry rules."""
+"""The MemOS provider against a fake server speaking MemOS's ``/product`` API
+(``tests.fakes.memos``, its ASGI app served in process, with in-memory state): request shapes,
+tenant namespacing, parsing of every bucket, error envelopes, slow replies, code-200 delete
+failures, async temporary ids, idempotent adds and the retry rules."""
 
 from __future__ import annotations
 
@@ -10,25 +10,28 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import httpx
 import pytest
 
 from memstream.errors import ProviderUnavailable
 from memstream.memory import NewMemory
 from memstream.providers.memos import MemOSProvider, memos_cube
-from tests.fakes.memos import MEMOS_KEY, MemOSState
+from tests.fakes.memos import MEMOS_KEY, MemOSState, memos_app
 from tests.support.providers import new_memory, provider_failures
 from tests.support.settings import free_port
 
 
+def in_process(state: MemOSState, **options: Any) -> MemOSProvider:
+    """A provider on the fake MemOS server, served in this process through its ASGI app."""
+    transport = httpx.ASGITransport(app=memos_app(state))
+    return MemOSProvider("http://memos.test", MEMOS_KEY, transport=transport, **options)
+
+
 @pytest.fixture
-async def memos(
-    memos_server: tuple[str, MemOSState],
-) -> AsyncIterator[tuple[MemOSProvider, MemOSState]]:
-    url, state = memos_server
-    state.reset()
-    provider = MemOSProvider(
-        url,
-        MEMOS_KEY,
+async def memos() -> AsyncIterator[tuple[MemOSProvider, MemOSState]]:
+    state = MemOSState()
+    provider = in_process(
+        state,
         timeout=0.5,
         confirm_delays=(0.05, 0.1),
         backoff_seconds=0.01,
@@ -304,13 +307,10 @@ async def test_add_is_repeated_only_after_checking_the_cube(
     assert len(state.calls("/product/add")) == 1
 
 
-async def test_episodes_are_added_plain_and_keep_their_kind_and_date(
-    memos_server: tuple[str, MemOSState],
-) -> None:
-    url, state = memos_server
-    state.reset()
+async def test_episodes_are_added_plain_and_keep_their_kind_and_date() -> None:
+    state = MemOSState()
     # Even a provider told to let MemOS extract (``fine``) adds an episode as it is.
-    provider = MemOSProvider(url, MEMOS_KEY, add_mode="fine", confirm_delays=(0.05,))
+    provider = in_process(state, add_mode="fine", confirm_delays=(0.05,))
     said = datetime(2026, 4, 3, 20, 15, tzinfo=timezone(timedelta(hours=8)))
     try:
         [episode] = await provider.add(
@@ -334,7 +334,7 @@ async def test_episodes_are_added_plain_and_keep_their_kind_and_date(
     assert (episode.kind, episode.occurred_at) == ("episode", said)
     assert (fact.kind, fact.occurred_at) == ("fact", None)
 
-    reader = MemOSProvider(url, MEMOS_KEY)
+    reader = in_process(state)
     try:
         hits = {m.id: m for m in await reader.search("t1", "u1", None, "the user cat")}
         listed = {m.id: m for m in await reader.list_live("t1", "u1", None)}
