@@ -14,7 +14,7 @@ RUN pip install --require-hashes --no-deps -r requirements.lock
 COPY . .
 RUN pip install --no-deps . \
     && pip check \
-    && python -c "from memstream.events.validate import validator; validator('message-written.v1')" \
+    && python -c "from memstream.contract.schemas import validator; validator('message-written.v1')" \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin memstream
 
 USER memstream

@@ -10,8 +10,8 @@ from typing import Any
 import faust
 
 from memstream import metrics
+from memstream.contract.events import SessionEnded, parse_session_end
 from memstream.events.deadletter import SourceRecord
-from memstream.events.parse import SessionEnded, parse_session_end
 from memstream.longterm.history_wait import HistoryOrdering
 from memstream.longterm.payloads import Session, dumps
 from memstream.longterm.stages import collect

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 
-from memstream.loadpath.models import (
+from memstream.contract.api import (
     ContextMessage,
     ContextRequest,
     ContextResponse,

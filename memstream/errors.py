@@ -14,34 +14,23 @@ MemstreamError
 ├── MalformedDecision     the conflict model's answer is not a usable decision
 ├── CpuWorkFailed         CPU work in a child process ran too long or killed its process
 └── ApiError              an error the query API answers with on purpose (status, code)
+
+The root, ``InvalidEvent``, ``ServiceUnavailable`` and ``ApiError`` are defined in
+``memstream.contract.errors`` (the client raises them too, without the server) and are the
+same classes here.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+from memstream.contract.errors import ApiError, InvalidEvent, MemstreamError, ServiceUnavailable
+
 LLMErrorKind = Literal["http", "timeout", "connection", "bad_response", "empty"]
-
-
-class MemstreamError(Exception):
-    """Root of every error memstream raises on purpose."""
-
-
-class InvalidEvent(MemstreamError):
-    """A record that cannot be accepted; ``reason`` is the dead-letter machine code."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
 
 
 class ConfigurationError(MemstreamError):
     """Settings that cannot work, found before anything runs."""
-
-
-class ServiceUnavailable(MemstreamError):
-    """A service memstream needs does not answer."""
 
 
 class HistoryBehind(MemstreamError):
@@ -86,11 +75,20 @@ class CpuWorkFailed(MemstreamError):
     """CPU work handed to a child process ran past its time limit or killed the process."""
 
 
-class ApiError(MemstreamError):
-    """An error the API answers with on purpose: ``status`` (4xx), machine ``code``, message."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+__all__ = [
+    "ApiError",
+    "ConfigurationError",
+    "CpuWorkFailed",
+    "EmbeddingError",
+    "HistoryBehind",
+    "InvalidEvent",
+    "JudgeOutputError",
+    "LLMError",
+    "LLMErrorKind",
+    "MalformedDecision",
+    "MemstreamError",
+    "ProviderUnavailable",
+    "Refused",
+    "ReplayRefused",
+    "ServiceUnavailable",
+]

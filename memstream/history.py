@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from memstream import metrics
+from memstream.contract.events import MessageWritten, parse_message
 from memstream.errors import InvalidEvent, Refused
 from memstream.events.deadletter import DeadLetter, SourceRecord, dead_letter
-from memstream.events.parse import MessageWritten, parse_message
 from memstream.failure.classify import TRANSIENT
 from memstream.failure.inplace import retry_forever
 from memstream.store.cache import RedisCache

@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-MemoryType = Literal["text_mem", "pref_mem", "skill_mem", "tool_mem"]
-MEMORY_TYPES: tuple[MemoryType, ...] = ("text_mem", "pref_mem", "skill_mem", "tool_mem")
+# Defined with the API's bodies (the client needs them too); the server reads them here.
+from memstream.contract.api import MEMORY_TYPES as MEMORY_TYPES
+from memstream.contract.api import MemoryType as MemoryType
+
 USER_PROFILE = "user_profile"
 # A fact is distilled and kept until contradicted; an episode is what was said, dated, kept for
 # a retention period.

@@ -13,8 +13,8 @@ from tqdm import tqdm
 
 from memstream.broker.clients import producer
 from memstream.broker.topics import ensure_topics
+from memstream.contract.events import decode_value, parse_message, parse_session_end
 from memstream.errors import InvalidEvent
-from memstream.events.parse import decode_value, parse_message, parse_session_end
 from memstream.settings import Settings
 
 INPUT_TOPICS = ("message-written", "session-ended")

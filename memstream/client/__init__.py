@@ -20,7 +20,7 @@ API errors raise ``ApiError``, no answer ``ServiceUnavailable`` (both in ``memst
 from memstream.client.api import AsyncClient, Call, Client
 from memstream.client.events import Event, checked, new_event_id
 from memstream.client.publisher import PRODUCER_SETTINGS, Published, Publisher, SyncPublisher
-from memstream.errors import ApiError, InvalidEvent, ServiceUnavailable
+from memstream.contract.errors import ApiError, InvalidEvent, ServiceUnavailable
 
 __all__ = [
     "PRODUCER_SETTINGS",

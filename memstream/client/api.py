@@ -19,20 +19,22 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from memstream.api.models import (
+from memstream.contract.api import (
     AddMemoryRequest,
     AgentConfigBody,
     AgentConfigOut,
+    ContextRequest,
+    ContextResponse,
     DeletedResponse,
     MemoriesResponse,
     MemoryOut,
+    MemoryType,
     MessagesResponse,
+    ProviderName,
     SearchRequest,
 )
-from memstream.errors import ApiError, ServiceUnavailable
+from memstream.contract.errors import ApiError, ServiceUnavailable
 from memstream.failure.http import HttpRetry, RetryLater, retry_after
-from memstream.loadpath.models import ContextRequest, ContextResponse, ProviderName
-from memstream.memory import MemoryType
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

@@ -11,9 +11,9 @@ from typing import Any, Literal
 import orjson
 from jsonschema.exceptions import best_match
 
-from memstream.errors import InvalidEvent
-from memstream.events.parse import parse_message, parse_session_end
-from memstream.events.validate import validator
+from memstream.contract.errors import InvalidEvent
+from memstream.contract.events import parse_message, parse_session_end
+from memstream.contract.schemas import validator
 
 Topic = Literal["message-written", "session-ended"]
 SCHEMAS: dict[str, str] = {

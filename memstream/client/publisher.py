@@ -15,19 +15,17 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Concatenate, Literal, ParamSpec, Self, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from memstream.client.events import Event, Topic, checked, rfc3339
-from memstream.errors import ServiceUnavailable
-from memstream.settings import Settings
+from memstream.contract.errors import ServiceUnavailable
+from memstream.contract.events import MessageType, Role
 
 T = TypeVar("T")
 P = ParamSpec("P")
-Role = Literal["user", "assistant", "system", "tool"]
-MessageType = Literal["chat", "tool_call", "tool_result", "status"]
 
 # aiokafka's producer as memstream.client sets it up; the same in confluent-kafka (librdkafka)
 # is in docs/api.md. murmur2 is aiokafka's (and Java's) partitioner: every producer of a topic
@@ -38,6 +36,26 @@ PRODUCER_SETTINGS: dict[str, Any] = {
     "linger_ms": 5,
     "request_timeout_ms": 30000,
 }
+
+
+class BrokerSettings(Protocol):
+    """What ``from_settings`` reads; ``memstream.settings.Settings`` has it (the client does not
+    import the server's settings)."""
+
+    @property
+    def kafka_bootstrap_servers(self) -> str: ...
+    @property
+    def topic_prefix(self) -> str: ...
+    @property
+    def max_content_chars(self) -> int: ...
+
+
+def _from_settings(settings: BrokerSettings, options: dict[str, Any]) -> dict[str, Any]:
+    defaults = {
+        "topic_prefix": settings.topic_prefix,
+        "max_content_chars": settings.max_content_chars,
+    }
+    return {**defaults, **options}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +89,10 @@ class Publisher:
         self._producer: AIOKafkaProducer | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, **options: Any) -> Publisher:
+    def from_settings(cls, settings: BrokerSettings, **options: Any) -> Publisher:
         """A publisher for the broker, topic prefix and content limit of ``settings`` (each
         may be overridden in ``options``)."""
-        defaults = {
-            "topic_prefix": settings.topic_prefix,
-            "max_content_chars": settings.max_content_chars,
-        }
-        return cls(settings.kafka_bootstrap_servers, **{**defaults, **options})
+        return cls(settings.kafka_bootstrap_servers, **_from_settings(settings, options))
 
     async def start(self) -> None:
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._options)
@@ -213,12 +227,8 @@ class SyncPublisher:
             raise
 
     @classmethod
-    def from_settings(cls, settings: Settings, **options: Any) -> SyncPublisher:
-        defaults = {
-            "topic_prefix": settings.topic_prefix,
-            "max_content_chars": settings.max_content_chars,
-        }
-        return cls(settings.kafka_bootstrap_servers, **{**defaults, **options})
+    def from_settings(cls, settings: BrokerSettings, **options: Any) -> SyncPublisher:
+        return cls(settings.kafka_bootstrap_servers, **_from_settings(settings, options))
 
     message = _waited(Publisher.message)
     session_ended = _waited(Publisher.session_ended)

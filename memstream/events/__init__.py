@@ -1,1 +1,2 @@
-"""Public events: their JSON Schemas, parsing into typed events, and dead letters."""
+"""What the worker makes of records: dead letters and the summary stage's check records (the
+public events' models and JSON Schemas are in ``memstream.contract``)."""

@@ -4,6 +4,6 @@
 degrading instead of failing; ``recent`` reads a conversation's newest chat turns from the cache
 or the record; ``window`` and ``budget`` are its pure rules (which recent messages fit, how
 long-term memory is filtered and fitted to its token budget); ``sensitive`` says which
-memories must not reach a prompt; ``models`` are its request and answer, which the query API
-serves as they are. Nothing here imports the API.
+memories must not reach a prompt. Its request and answer are the API's bodies
+(``memstream.contract.api``), served as they are. Nothing here imports the API.
 """

@@ -20,9 +20,8 @@ from typing import TypeVar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream import metrics
-from memstream.errors import ProviderUnavailable
-from memstream.loadpath.budget import budget_long_term, memory_line, prepare_items
-from memstream.loadpath.models import (
+from memstream.contract.api import (
+    DEFAULT_CONTEXT_ROUNDS,
     ContextItem,
     ContextMessage,
     ContextRequest,
@@ -30,12 +29,14 @@ from memstream.loadpath.models import (
     LongTerm,
     TokenCounts,
 )
+from memstream.errors import ProviderUnavailable
+from memstream.loadpath.budget import budget_long_term, memory_line, prepare_items
 from memstream.loadpath.recent import Recent, RecentTurns
 from memstream.loadpath.window import Summary, build_window
 from memstream.providers import degraded as provider_degraded
 from memstream.providers.router import ProviderRouter, provider_name
 from memstream.settings import Settings
-from memstream.store.agents import DEFAULT_CONTEXT_ROUNDS, AgentConfig, long_term_enabled
+from memstream.store.agents import AgentConfig, long_term_enabled
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore
 from memstream.store.searchstats import SearchStats

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from memstream.events.parse import SessionEnded
+from memstream.contract.events import SessionEnded
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
 
 from sqlalchemy import Executable, select
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.contract.api import DEFAULT_CONTEXT_ROUNDS, ProviderName
 from memstream.store.schema import agent_config as t
 
-Provider = Literal["MEMOS", "MEM0", "MYSQL"]
-DEFAULT_CONTEXT_ROUNDS = 10
+# The providers the API's bodies name; one list for the wire and the record.
+Provider = ProviderName
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,6 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from memstream.api.models import AgentConfigOut, MemoriesResponse
 from memstream.broker.topics import ensure_topics
 from memstream.client import (
     ApiError,
@@ -22,7 +21,7 @@ from memstream.client import (
     ServiceUnavailable,
     SyncPublisher,
 )
-from memstream.loadpath.models import ContextResponse
+from memstream.contract.api import AgentConfigOut, ContextResponse, MemoriesResponse
 from memstream.settings import Settings
 from tests.support.faults import TcpProxy
 from tests.support.kafka import read_topic

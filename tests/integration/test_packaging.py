@@ -82,7 +82,7 @@ def test_the_installed_command_runs_outside_the_checkout(
     assert help_text.returncode == 0, help_text.stderr
     assert "worker" in help_text.stdout
     check = (
-        "from memstream.events.validate import validator\n"
+        "from memstream.contract.schemas import validator\n"
         "v = validator('message-written.v1')\n"
         "good = {'event_id': 'e1', 'tenant_id': 't', 'user_id': 'u', 'agent_id': None,\n"
         "        'conversation_id': 'c', 'role': 'user', 'content': 'hi'}\n"

@@ -11,8 +11,8 @@ import pytest
 
 from memstream.client.api import _pause, add_memory_call, context_call, messages_call
 from memstream.client.events import checked, rfc3339
+from memstream.contract.events import parse_message
 from memstream.errors import InvalidEvent
-from memstream.events.parse import parse_message
 
 MESSAGE = {
     "tenant_id": "acme", "user_id": "u1", "agent_id": None, "conversation_id": "agent:c1",

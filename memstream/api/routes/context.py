@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 
 from memstream.api.auth import check_tenant
 from memstream.api.services import ServicesDep
-from memstream.loadpath.models import ContextRequest, ContextResponse
+from memstream.contract.api import ContextRequest, ContextResponse
 
 router = APIRouter()
 

@@ -7,9 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from memstream.api.auth import check_tenant
-from memstream.api.models import MessagesResponse, StoredMessageOut
 from memstream.api.services import ServicesDep
-from memstream.loadpath.models import Id
+from memstream.contract.api import Id, MessagesResponse, StoredMessageOut
 
 router = APIRouter()
 

@@ -11,16 +11,16 @@ from fastapi import APIRouter, Path, Query, Request
 from memstream import forget
 from memstream.api.auth import check_tenant
 from memstream.api.errors import NOT_FOUND
-from memstream.api.models import (
+from memstream.api.services import ServicesDep
+from memstream.contract.api import (
     AddMemoryRequest,
     DeletedResponse,
+    Id,
     MemoriesResponse,
     MemoryOut,
     SearchRequest,
 )
-from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
-from memstream.loadpath.models import Id
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
 from memstream.providers import degraded
 

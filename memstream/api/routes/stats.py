@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.api.auth import check_tenant
 from memstream.api.services import ServicesDep
+from memstream.contract.api import Id
 from memstream.errors import ApiError
-from memstream.loadpath.models import Id
 from memstream.memory import MEMORY_TYPES, USER_PROFILE
 from memstream.store.messages import utc_naive
 from memstream.store.schema import conversation_message as messages

@@ -1,11 +1,9 @@
-"""The load path's request and answer (``POST /v1/context``, CONTRACT section 4).
-
-They are the API's bodies too, defined here so the load path owns its own vocabulary and the
-API builds on it; the field constraints are what the API validates.
-"""
+"""The query API's request and response bodies (CONTRACT section 4): what the API validates
+and answers, what the load path takes and returns, and what the client sends and reads."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -13,6 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"\S")]
 Text = Annotated[str, StringConstraints(max_length=32768)]
 ProviderName = Literal["MEMOS", "MEM0", "MYSQL"]
+MemoryType = Literal["text_mem", "pref_mem", "skill_mem", "tool_mem"]
+MEMORY_TYPES: tuple[MemoryType, ...] = ("text_mem", "pref_mem", "skill_mem", "tool_mem")
+# What an agent without a configuration row (or a request without an agent) gets.
+DEFAULT_CONTEXT_ROUNDS = 10
 
 
 class RequestBody(BaseModel):
@@ -117,3 +119,108 @@ class ContextResponse(BaseModel):
     long_term: LongTerm
     tokens: TokenCounts
     degraded: list[str]
+
+
+class StoredMessageOut(BaseModel):
+    event_id: str
+    role: str
+    message_type: str
+    content: str
+    token_count: int
+    created_at: datetime
+
+
+class MessagesResponse(BaseModel):
+    conversation_id: str
+    messages: list[StoredMessageOut]
+
+
+class MemoryOut(ContextItem):
+    source_event_ids: list[str]
+    created_at: datetime
+
+
+class MemoriesResponse(BaseModel):
+    items: list[MemoryOut]
+    degraded: list[str] = Field(
+        default_factory=list,
+        description="What fell back but still answered: `embeddings` when a search was "
+        "answered lexically because the embeddings endpoint failed.",
+    )
+
+
+class SearchRequest(RequestBody):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "tenant_id": "acme",
+                    "user_id": "u1",
+                    "agent_id": "travel",
+                    "query": "what does the user eat",
+                    "top_k": 5,
+                }
+            ]
+        }
+    )
+
+    tenant_id: Id
+    user_id: Id
+    agent_id: Id | None = None
+    query: Annotated[str, StringConstraints(min_length=1, max_length=32768)]
+    top_k: int = Field(default=10, ge=1, le=100)
+
+
+class AddMemoryRequest(RequestBody):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "tenant_id": "acme",
+                    "user_id": "u1",
+                    "agent_id": "travel",
+                    "cube_id": "user_profile",
+                    "memory_type": "pref_mem",
+                    "content": "The user is vegetarian.",
+                    "importance": 7,
+                }
+            ]
+        }
+    )
+
+    tenant_id: Id
+    user_id: Id
+    agent_id: Id | None = None
+    cube_id: Annotated[str, StringConstraints(min_length=1, max_length=140)]
+    memory_type: MemoryType
+    content: Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
+    importance: int = Field(default=5, ge=1, le=10)
+
+
+class DeletedResponse(BaseModel):
+    deleted: list[str]
+
+
+class AgentConfigBody(RequestBody):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "long_memory_provider": "MYSQL",
+                    "open_long_memory": True,
+                    "context_rounds": 10,
+                    "model_target_id": "gpt-4o-mini",
+                }
+            ]
+        }
+    )
+
+    long_memory_provider: ProviderName | None = None
+    open_long_memory: bool = True
+    context_rounds: int = Field(default=DEFAULT_CONTEXT_ROUNDS, ge=0, le=500)
+    model_target_id: Id | None = None
+
+
+class AgentConfigOut(AgentConfigBody):
+    tenant_id: str
+    agent_id: str
