@@ -5,11 +5,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import faust
-
 from memstream.broker.clients import broker_urls
 from memstream.roles import group_id
 from memstream.streams.config import current
+from memstream.streams.consumer import App
 
 settings = current().settings
 roles = current().roles
@@ -22,7 +21,7 @@ _datadir = Path(tempfile.gettempdir()) / "memstream-faust" / group
 _datadir.parent.mkdir(parents=True, exist_ok=True)
 
 
-app = faust.App(
+app = App(
     group,
     # Reaches the broker as every other client memstream builds does.
     broker=broker_urls(settings),
