@@ -8,10 +8,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from memstream.contract.api import ErrorResponse
 from memstream.errors import ApiError, ProviderUnavailable
 
 log = logging.getLogger(__name__)
@@ -19,25 +19,6 @@ log = logging.getLogger(__name__)
 
 def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
     return {"error": {"code": code, "message": message}}
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-
-
-class ErrorResponse(BaseModel):
-    """Every error answer: a machine ``code`` and a readable ``message``."""
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {"error": {"code": "forbidden", "message": "this key may not access that tenant"}}
-            ]
-        }
-    )
-
-    error: ErrorDetail
 
 
 def _documented(description: str) -> dict[str, Any]:

@@ -224,3 +224,22 @@ class AgentConfigBody(RequestBody):
 class AgentConfigOut(AgentConfigBody):
     tenant_id: str
     agent_id: str
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer: a machine ``code`` and a readable ``message``."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"error": {"code": "forbidden", "message": "this key may not access that tenant"}}
+            ]
+        }
+    )
+
+    error: ErrorDetail
