@@ -138,6 +138,18 @@ def test_the_code_map_names_every_package_and_top_level_module() -> None:
     assert not missing, f"add a row to docs/codemap.md for: {missing}"
 
 
+def test_each_package_row_names_every_module_of_its_package() -> None:
+    rows = dict(_code_map())
+    unnamed = [
+        f"{package}{module.name}"
+        for package in _library()
+        if package.endswith("/")
+        for module in sorted((ROOT / package).glob("*.py"))
+        if module.name != "__init__.py" and module.name not in rows.get(package, [])
+    ]
+    assert not unnamed, f"name these in their package's row of docs/codemap.md: {unnamed}"
+
+
 def test_every_file_a_code_map_row_names_exists() -> None:
     absent = []
     for where, mentioned in _code_map():
