@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from bench import ingest, loadpath, locomo, longterm
+from bench import ingest, loadpath, locomo, longterm, regex
 
 BENCHMARKS = {
     "ingest": ingest.main,
@@ -13,6 +13,7 @@ BENCHMARKS = {
     "locomo": locomo.main,
     "longterm": longterm.main,
     "longterm-locomo": longterm.locomo_only,
+    "regex": regex.main,
 }
 
 
