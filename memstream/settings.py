@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     # (no API keys) is refused on an address other than loopback unless explicitly allowed.
     api_max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     api_allow_open: bool = False
+    # Host names the API answers (ports ignored, ``*`` for any); empty: loopback names only in
+    # open mode, any with keys (memstream.api.hosts: against DNS rebinding).
+    api_allowed_hosts: str = ""
     llm_base_url: str = ""
     llm_model: str = ""
     llm_api_key: SecretStr = SecretStr("")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -14,6 +13,7 @@ from fastapi_offline import FastAPIOffline
 
 from memstream.api import errors
 from memstream.api.gate import Gate
+from memstream.api.hosts import host_check, loopback, parse_allowed
 from memstream.api.routes import agents, context, conversations, dashboard, health, memories, stats
 from memstream.api.services import Services
 from memstream.errors import ConfigurationError
@@ -34,7 +34,7 @@ def create_app(settings: Settings) -> FastAPI:
     """The query API; refuses open mode (no API keys) on an address other than loopback
     unless ``MEMSTREAM_API_ALLOW_OPEN`` says so."""
     open_mode = not settings.tenant_of_key
-    if open_mode and not _loopback(settings.api_host) and not settings.api_allow_open:
+    if open_mode and not loopback(settings.api_host) and not settings.api_allow_open:
         raise ConfigurationError(
             f"MEMSTREAM_API_KEYS is empty and the API would listen on {settings.api_host!r}:"
             " every tenant's data would be open to anyone who reaches the port. Set"
@@ -63,19 +63,13 @@ def create_app(settings: Settings) -> FastAPI:
     for module in (health, dashboard):
         app.include_router(module.router)
     app.add_middleware(
-        Gate, max_body_bytes=settings.api_max_body_bytes, keys=settings.tenant_of_key
+        Gate,
+        max_body_bytes=settings.api_max_body_bytes,
+        keys=settings.tenant_of_key,
+        hosts=host_check(parse_allowed(settings.api_allowed_hosts), open_mode),
     )
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve to anything
 
 
 def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""What every request passes before a route reads it: its API key, then its body's size.
+"""What every request passes before a route reads it: its host, its API key, then its body's
+size; and the headers every answer gets.
 
 FastAPI reads and parses a body before the route (and its tenant check) runs, so without this
 one large body from anyone who can reach the port costs the process its size several times
@@ -7,6 +8,10 @@ over. Here an unknown key is refused (401) before any of the body is read, and a
 else as soon as the bytes received are, whatever its headers say (a ``Transfer-Encoding`` is
 case-insensitive, and no check of a header's spelling can be trusted to match the server's).
 The route still decides whether the key may touch the request's tenant (403).
+
+A ``Host`` the API does not answer (``memstream.api.hosts``: loopback only in open mode) is
+refused (421) first. Every answer says ``X-Content-Type-Options: nosniff``; the dashboard's
+pages also forbid framing and any script, style or connection not from the API itself.
 """
 
 from __future__ import annotations
@@ -18,24 +23,51 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstream.api.auth import authenticate
 from memstream.api.errors import error_body
+from memstream.api.hosts import HostCheck, host_name
 from memstream.errors import ApiError
 
 _PROTECTED = "/v1/"
+_EVERY_ANSWER = [(b"x-content-type-options", b"nosniff")]
+# The dashboard loads its own scripts and styles only (no inline ones) and calls only the
+# API: anything else a page could be made to load or run is refused by the browser.
+_DASHBOARD_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_DASHBOARD = [
+    *_EVERY_ANSWER,
+    (b"content-security-policy", _DASHBOARD_POLICY.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
 
 
 class Gate:
     """Pure ASGI middleware: no per-request objects beyond what a refusal needs."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, keys: dict[str, str]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        keys: dict[str, str],
+        hosts: HostCheck | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.keys = keys
+        self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers: dict[bytes, bytes] = dict(scope["headers"])
+        if self.hosts is not None:
+            host = host_name(headers.get(b"host", b"").decode("latin-1"))
+            if not self.hosts(host):
+                await _refuse(send, 421, "host_not_allowed", f"this API does not answer {host!r}")
+                return
         if self.keys and scope["path"].startswith(_PROTECTED):
             try:
                 authenticate(self.keys, headers.get(b"authorization", b"").decode("latin-1"))
@@ -52,7 +84,8 @@ class Gate:
                 return
         # Whatever the headers announce (a Transfer-Encoding in any spelling, a length or
         # none), what arrives is counted: the limit holds even where a header is misread.
-        body = _Counted(receive, send, self.max_body_bytes, self._too_large())
+        extra = _DASHBOARD if scope["path"].startswith("/dashboard") else _EVERY_ANSWER
+        body = _Counted(receive, send, self.max_body_bytes, self._too_large(), extra)
         try:
             await self.app(scope, body.receive, body.send)
         except _TooLarge:
@@ -71,11 +104,23 @@ class _Counted:
     """One request's ``receive`` and ``send``: counts the body's bytes, answers 413 once they
     are over the limit and drops what the app sends after that."""
 
-    __slots__ = ("_receive", "_send", "limit", "message", "received", "refused", "started")
+    __slots__ = (
+        "_receive",
+        "_send",
+        "extra",
+        "limit",
+        "message",
+        "received",
+        "refused",
+        "started",
+    )
 
-    def __init__(self, receive: Receive, send: Send, limit: int, message: str) -> None:
+    def __init__(
+        self, receive: Receive, send: Send, limit: int, message: str, extra: list[Any]
+    ) -> None:
         self._receive = receive
         self._send = send
+        self.extra = extra
         self.limit = limit
         self.message = message
         self.received = 0
@@ -98,12 +143,14 @@ class _Counted:
             return
         if message["type"] == "http.response.start":
             self.started = True
+            message = {**message, "headers": [*message.get("headers", []), *self.extra]}
         await self._send(message)
 
 
 async def _refuse(send: Send, status: int, code: str, message: str) -> None:
     body = orjson.dumps(error_body(code, message))
     headers: list[Any] = [
+        *_EVERY_ANSWER,
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         # The unread rest of the body would otherwise be taken for the next request.

@@ -1,4 +1,5 @@
-"""``memstream api`` as deployed, against hostile requests: bodies that lie about their size."""
+"""``memstream api`` as deployed, against hostile requests: bodies that lie about their size,
+names rebound to loopback, pages that frame the dashboard."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from memstream.launch import Launched
 from memstream.settings import Settings
 from tests.support import REPO
+from tests.support.api import client_for
 from tests.support.processes import start_memstream
 from tests.support.settings import free_port, isolated_settings
 
@@ -107,3 +110,53 @@ def test_bytes_with_no_length_are_never_read_as_a_body(open_api: tuple[Launched,
     assert statuses(answer)[-1] == 400, answer[:300]
     assert peak_rss(api.pid) - before < GROWTH
     assert api.alive()
+
+
+def get_with_host(port: int, path: str, host: str) -> httpx.Response:
+    """GET ``path`` from the API on 127.0.0.1 with the ``Host`` header a rebound name sends."""
+    return httpx.get(f"http://127.0.0.1:{port}{path}", headers={"host": host}, timeout=10)
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost", "localhost:{port}", "127.0.0.1:{port}", "127.9.9.9", "[::1]:{port}"]
+)
+def test_open_mode_answers_loopback_hosts(open_api: tuple[Launched, int], host: str) -> None:
+    _, port = open_api
+    answer = get_with_host(
+        port, "/v1/conversations/c1/messages?tenant_id=t1", host.format(port=port)
+    )
+    assert answer.status_code == 200, answer.text
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:{port}", "localhost.evil.example", "10.0.0.5:{port}", ""]
+)
+def test_open_mode_refuses_a_rebound_name(open_api: tuple[Launched, int], host: str) -> None:
+    _, port = open_api
+    for path in ("/v1/conversations/c1/messages?tenant_id=t1", "/dashboard/tenants", "/readyz"):
+        answer = get_with_host(port, path, host.format(port=port))
+        assert answer.status_code == 421, (path, answer.text)
+        assert answer.json()["error"]["code"] == "host_not_allowed"
+
+
+async def test_the_allowed_hosts_replace_loopback(services: Settings) -> None:
+    settings = isolated_settings(api_allowed_hosts="memstream.internal, api.example.com")
+    async with client_for(settings) as api:
+        path = "/v1/conversations/c1/messages?tenant_id=t1"
+        listed = await api.get(path, headers={"host": "memstream.internal:8080"})
+        local = await api.get(path, headers={"host": "localhost"})
+    assert listed.status_code == 200, listed.text
+    assert local.status_code == 421
+
+
+def test_the_dashboard_forbids_framing_and_foreign_content(open_api: tuple[Launched, int]) -> None:
+    _, port = open_api
+    page = httpx.get(f"http://127.0.0.1:{port}/dashboard", timeout=10)
+    assert page.status_code == 200
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert "unsafe-inline" not in policy
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["x-content-type-options"] == "nosniff"
+    health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+    assert health.headers["x-content-type-options"] == "nosniff"

@@ -38,7 +38,9 @@ FLAGS = [
     "--disable-sync",
 ]
 ARTIFACTS = REPO / "artifacts"
-LOADED = "window.dashboard.ready && window.dashboard.loads >= %d"
+# Functions, not expressions: Playwright evaluates an expression with eval, which the
+# dashboard's Content-Security-Policy forbids.
+LOADED = "() => window.dashboard.ready && window.dashboard.loads >= %d"
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +139,7 @@ async def test_dashboard_renders_the_api_data(served, engine):  # type: ignore[n
                 await page.fill("#apikey", key)
                 await page.click("#connect")
                 await page.wait_for_function(
-                    "window.dashboard.ready && window.dashboard.loads >= 1"
+                    "() => window.dashboard.ready && window.dashboard.loads >= 1"
                 )
                 assert await page.evaluate("sessionStorage.getItem('memstream.tenant')") == tenant
                 assert await page.text_content("#error") == ""
@@ -160,7 +162,7 @@ async def test_dashboard_renders_the_api_data(served, engine):  # type: ignore[n
                 await page.select_option("#bucket", "hour")
                 await page.click("#apply")
                 await page.wait_for_function(
-                    "window.dashboard.ready && window.dashboard.loads >= 2"
+                    "() => window.dashboard.ready && window.dashboard.loads >= 2"
                 )
                 charts = await charts_of(page)
                 shown = {d["label"]: d["data"] for d in charts["trends"]["datasets"]}
@@ -176,7 +178,7 @@ async def test_dashboard_renders_the_api_data(served, engine):  # type: ignore[n
                 await page.select_option("#bucket", "day")
                 await page.click("#apply")
                 await page.wait_for_function(
-                    "window.dashboard.ready && window.dashboard.loads >= 3"
+                    "() => window.dashboard.ready && window.dashboard.loads >= 3"
                 )
                 labels = await page.evaluate("window.dashboard.charts.trends.data.labels")
                 assert labels == ["2026-02-28", "2026-03-01", "2026-03-02"]
@@ -188,7 +190,7 @@ async def test_dashboard_renders_the_api_data(served, engine):  # type: ignore[n
                 # Drill down into another cube by clicking it.
                 await page.click("#cubes tbody tr[data-key='agent_a2']")
                 await page.wait_for_function(
-                    "(window.dashboard.data.cube || {}).cube_id === 'agent_a2'"
+                    "() => (window.dashboard.data.cube || {}).cube_id === 'agent_a2'"
                 )
                 assert await page.locator("#newest tbody tr").count() == 2
             finally:
@@ -229,7 +231,7 @@ async def test_the_pipeline_panel_shows_lag_and_dead_letters_by_reason(served_se
         await page.fill("#apikey", key)
         await page.click("#connect")
         await page.wait_for_function(
-            "window.dashboard.ready && window.dashboard.loads >= 1"
+            "() => window.dashboard.ready && window.dashboard.loads >= 1"
             " && window.dashboard.pipelineLoads >= 1"
         )
         assert f"tenant={tenant}" in page.url
@@ -260,7 +262,7 @@ async def test_in_open_mode_the_dashboard_starts_on_the_latest_tenant(served_ope
     errors: list[str] = []
     async with browser_page(errors) as page:
         await page.goto(f"{served_open}/dashboard")
-        await page.wait_for_function("window.dashboard.ready && window.dashboard.loads >= 1")
+        await page.wait_for_function("() => window.dashboard.ready && window.dashboard.loads >= 1")
         first = await page.input_value("#tenant")
         assert first in found["tenants"]
         assert f"tenant={first}" in page.url

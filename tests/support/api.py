@@ -20,7 +20,7 @@ class client_for:
         await self._lifespan.__aenter__()
         self.client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=self.app),
-            base_url="http://memstream",
+            base_url="http://localhost",
             headers=self.headers,
         )
         return self.client
