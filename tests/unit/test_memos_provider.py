@@ -30,9 +30,10 @@ def in_process(state: MemOSState, **options: Any) -> MemOSProvider:
 @pytest.fixture
 async def memos() -> AsyncIterator[tuple[MemOSProvider, MemOSState]]:
     state = MemOSState()
+    # A timeout a loaded machine cannot miss; the test of a slow server sets its own.
     provider = in_process(
         state,
-        timeout=0.5,
+        timeout=10,
         confirm_delays=(0.05, 0.1),
         backoff_seconds=0.01,
         agents_of=agents_of,
@@ -156,10 +157,14 @@ async def test_search_failures_raise_and_are_counted(
         await provider.search("t1", "u1", None, "green tea")
     state.malformed.clear()
 
-    state.delay[path] = 2.0  # beyond the 0.5 s client timeout: cut off, and no retry either
+    state.delay[path] = 2.0  # beyond a 0.5 s client timeout: cut off, and no retry either
     asked = len(state.calls(path))
-    with pytest.raises(ProviderUnavailable, match=r"did not answer within 0\.5s"):
-        await provider.search("t1", "u1", None, "green tea")
+    hasty = in_process(state, timeout=0.5)
+    try:
+        with pytest.raises(ProviderUnavailable, match=r"did not answer within 0\.5s"):
+            await hasty.search("t1", "u1", None, "green tea")
+    finally:
+        await hasty.aclose()
     assert len(state.calls(path)) == asked + 1
     state.delay.clear()
     assert failures("search") == before + 5
