@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     app_id: str = "memstream"
     topic_prefix: str = "memory."
     database_url: str = "mysql+aiomysql://root@127.0.0.1:3306/memstream"
+    # The API's reads (load path, search, messages, stats) go here; empty: the primary.
+    database_read_url: str = ""
     redis_url: str = "redis://127.0.0.1:6379/0"
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8080, ge=1, le=65535)
@@ -63,6 +65,9 @@ class Settings(BaseSettings):
     redis_timeout_seconds: float = Field(default=0.5, gt=0)
     batch_max_events: int = Field(default=5000, ge=1)
     batch_within_seconds: float = Field(default=0.2, gt=0)
+    # After the API changes a user's memories, that user's reads stay on the primary this long,
+    # so its own writes are seen while the read replica catches up.
+    database_read_sticky_seconds: float = Field(default=5.0, ge=0)
     db_retry_max_seconds: float = Field(default=30.0, gt=0)
     # How long a command waits for a broker that is not ready (a new cluster, a restart)
     # before it fails.

@@ -4,6 +4,9 @@
 #
 #   MariaDB  :3306  Debian's mariadb-server; root over TCP with an empty password,
 #                   database `memstream` (utf8mb4)
+#   MariaDB replica :3307  a second mariadbd (data under var/mariadb-replica)
+#                   replicating from :3306 (GTID), for MEMSTREAM_DATABASE_READ_URL's tests;
+#                   the primary writes a binary log (server-id 1) for it
 #   Redis    :6379  Debian's redis-server, no persistence
 #   Redis Cluster :7000-7002  three masters of one cluster (no replicas, no
 #                   persistence), for the tests of MEMSTREAM_REDIS_CLUSTER
@@ -33,10 +36,13 @@ KAFKA_CONF_DIR="$REPO_DIR/scripts/kafka"
 DEFAULT_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:9092"
 DEFAULT_DATABASE_URL="mysql+aiomysql://root@127.0.0.1:3306/memstream"
 DEFAULT_REDIS_URL="redis://127.0.0.1:6379/0"
+DEFAULT_REPLICA_URL="mysql+aiomysql://root@127.0.0.1:3307/memstream"
 DEFAULT_REDIS_CLUSTER_URL="redis://127.0.0.1:7000/0"
 
 HOST=127.0.0.1
 MARIADB_PORT=3306
+REPLICA_PORT=3307
+REPLICATION_USER=memstream_replication
 REDIS_PORT=6379
 REDIS_CLUSTER_PORTS=(7000 7001 7002)
 KAFKA_PORT=9092
@@ -170,8 +176,11 @@ mariadb_start() {
     # which a container lacks, hence --skip-syslog and a log file. setsid takes
     # it out of our process group so that it outlives this shell and `make`.
     log "starting MariaDB (mysqld_safe, log $MARIADB_LOG)"
+    # A binary log and a server id of its own: the read replica (below) replicates from it.
     as_root setsid mysqld_safe --skip-syslog --log-error="$MARIADB_LOG" \
-        --bind-address="$HOST" --port="$MARIADB_PORT" </dev/null >/dev/null 2>&1 9>&- &
+        --bind-address="$HOST" --port="$MARIADB_PORT" \
+        --server-id=1 --log-bin=mariadb-bin --binlog-format=ROW \
+        </dev/null >/dev/null 2>&1 9>&- &
     # Remember that we started it, for `down`.
     echo "mysqld_safe" >"$RUN_DIR/mariadb.started"
 
@@ -216,6 +225,19 @@ mariadb_up() {
     fi
     if port_open "$MARIADB_PORT"; then
         log "MariaDB: already answering on $HOST:$MARIADB_PORT"
+        mariadb_configure
+        # Started before it wrote a binary log (by an older version of this script): once,
+        # restart it with one, since the replica needs it.
+        if [[ "$(mariadb_sql "SELECT @@log_bin")" != 1 && -f $RUN_DIR/mariadb.started ]]; then
+            log "MariaDB: restarting it with a binary log, for the read replica"
+            mariadb_down
+            local deadline=$((SECONDS + MARIADB_START_TIMEOUT))
+            while port_open "$MARIADB_PORT"; do
+                ((SECONDS < deadline)) || die "MariaDB did not stop within ${MARIADB_START_TIMEOUT}s"
+                sleep 0.5
+            done
+            mariadb_start
+        fi
     else
         mariadb_start
     fi
@@ -233,6 +255,134 @@ mariadb_down() {
             log "mariadb-admin shutdown failed; MariaDB may still be running"
     fi
     rm -f "$RUN_DIR/mariadb.started"
+}
+
+mariadb_sql() { # mariadb_sql SQL: run on the primary as root over TCP, print the bare answer
+    mariadb --protocol=tcp -h "$HOST" -P "$MARIADB_PORT" -uroot -N -B -e "$1" 2>/dev/null
+}
+
+# ---------------------------------------------------------------- MariaDB replica
+
+REPLICA_DIR="$STATE_DIR/mariadb-replica"
+REPLICA_SOCKET="$REPLICA_DIR/run/mysqld.sock"
+REPLICA_LOG="$REPLICA_DIR/log/error.log"
+
+replica_wanted() {
+    mariadb_wanted && wanted MEMSTREAM_TEST_DATABASE_READ_URL "$DEFAULT_REPLICA_URL"
+}
+
+replica_sql() { # replica_sql SQL: run on the replica as the OS root over its socket
+    as_root mariadb --protocol=socket --socket="$REPLICA_SOCKET" -uroot -N -B -e "$1"
+}
+
+replica_status() { # vertical, with the field names (replica_sql's -N drops them)
+    as_root mariadb --protocol=socket --socket="$REPLICA_SOCKET" -uroot -e "SHOW SLAVE STATUS\G"
+}
+
+replica_replicating() {
+    local status
+    status="$(replica_status 2>/dev/null)" || return 1
+    grep -q 'Slave_IO_Running: Yes' <<<"$status" && grep -q 'Slave_SQL_Running: Yes' <<<"$status"
+}
+
+replica_start() {
+    local fresh=0 deadline
+    # The server runs as user mysql: its directories must be reachable and its own.
+    as_root install -d -m 755 -o mysql "$REPLICA_DIR" "$REPLICA_DIR/run" "$REPLICA_DIR/log"
+    if [[ ! -d $REPLICA_DIR/data/mysql ]]; then
+        log "MariaDB replica: initialising $REPLICA_DIR/data"
+        as_root rm -rf "$REPLICA_DIR/data"
+        as_root mariadb-install-db --no-defaults --user=mysql --datadir="$REPLICA_DIR/data" \
+            --skip-test-db >/dev/null
+        fresh=1
+    fi
+    log "starting the MariaDB replica on $HOST:$REPLICA_PORT (log $REPLICA_LOG)"
+    # --no-defaults: Debian's my.cnf names the primary's port, socket and data directory.
+    # read-only keeps every writer but root (replication included) off it.
+    as_root setsid mariadbd --no-defaults --user=mysql --datadir="$REPLICA_DIR/data" \
+        --bind-address="$HOST" --port="$REPLICA_PORT" --socket="$REPLICA_SOCKET" \
+        --pid-file="$REPLICA_DIR/run/mysqld.pid" --log-error="$REPLICA_LOG" \
+        --server-id=2 --read-only --relay-log=relay-bin --skip-log-bin \
+        --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
+        </dev/null >/dev/null 2>&1 9>&- &
+    echo mariadbd >"$RUN_DIR/mariadb-replica.started"
+    deadline=$((SECONDS + MARIADB_START_TIMEOUT))
+    until as_root mariadb-admin --protocol=socket --socket="$REPLICA_SOCKET" -uroot \
+        --connect-timeout=2 ping >/dev/null 2>&1; do
+        ((SECONDS < deadline)) ||
+            die "the MariaDB replica did not answer within ${MARIADB_START_TIMEOUT}s; see $REPLICA_LOG"
+        sleep 0.5
+    done
+    ((fresh)) || return 0
+    # The same TCP login as the primary's (mariadb_configure), on this server only.
+    replica_sql "
+ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket;
+CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+FLUSH PRIVILEGES;"
+    rm -f "$REPLICA_DIR/seeded"
+}
+
+# Copy the primary's database once (a consistent dump that records its GTID position), then
+# replicate from that position on.
+replica_configure() {
+    mariadb_sql "CREATE USER IF NOT EXISTS '$REPLICATION_USER'@'127.0.0.1' IDENTIFIED BY '$REPLICATION_USER';
+GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'127.0.0.1';" >/dev/null ||
+        die "could not create the replication user on the primary"
+    if [[ ! -f $REPLICA_DIR/seeded ]]; then
+        log "MariaDB replica: copying database $DATABASE_NAME from the primary"
+        replica_sql "STOP SLAVE; RESET SLAVE ALL;" >/dev/null 2>&1 || true
+        mariadb-dump --protocol=tcp -h "$HOST" -P "$MARIADB_PORT" -uroot --single-transaction \
+            --gtid --master-data=1 --databases "$DATABASE_NAME" >"$REPLICA_DIR/seed.sql" ||
+            die "could not dump $DATABASE_NAME from the primary"
+        as_root mariadb --protocol=socket --socket="$REPLICA_SOCKET" -uroot <"$REPLICA_DIR/seed.sql" ||
+            die "could not load the primary's dump into the replica"
+        rm -f "$REPLICA_DIR/seed.sql"
+        touch "$REPLICA_DIR/seeded"
+    fi
+    replica_replicating && return 0
+    log "MariaDB replica: replicating from $HOST:$MARIADB_PORT"
+    replica_sql "STOP SLAVE;
+CHANGE MASTER TO MASTER_HOST='$HOST', MASTER_PORT=$MARIADB_PORT,
+  MASTER_USER='$REPLICATION_USER', MASTER_PASSWORD='$REPLICATION_USER',
+  MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1;
+START SLAVE;" >/dev/null
+    local deadline=$((SECONDS + MARIADB_START_TIMEOUT))
+    until replica_replicating; do
+        ((SECONDS < deadline)) || {
+            replica_status | grep -E 'Running|Last_.*Error' >&2 || true
+            die "the MariaDB replica does not replicate; see $REPLICA_LOG (a replica that diverged is started again from a copy after: bash scripts/services.sh down; rm -rf $REPLICA_DIR)"
+        }
+        sleep 0.5
+    done
+}
+
+replica_up() {
+    if ! replica_wanted; then
+        log "MariaDB replica: skipped, the database or MEMSTREAM_TEST_DATABASE_READ_URL points elsewhere"
+        return 0
+    fi
+    if [[ "$(mariadb_sql "SELECT @@log_bin")" != 1 ]]; then
+        log "MariaDB replica: skipped, the primary on :$MARIADB_PORT writes no binary log (not started by services.sh)"
+        return 0
+    fi
+    if port_open "$REPLICA_PORT"; then
+        log "MariaDB replica: already answering on $HOST:$REPLICA_PORT"
+    else
+        replica_start
+    fi
+    replica_configure
+    log "MariaDB replica: ready on $HOST:$REPLICA_PORT"
+}
+
+replica_down() {
+    [[ -f $RUN_DIR/mariadb-replica.started ]] || return 0
+    if port_open "$REPLICA_PORT"; then
+        log "stopping the MariaDB replica"
+        as_root mariadb-admin --protocol=socket --socket="$REPLICA_SOCKET" -uroot shutdown ||
+            log "mariadb-admin shutdown failed; the replica may still be running"
+    fi
+    rm -f "$RUN_DIR/mariadb-replica.started"
 }
 
 # ---------------------------------------------------------------- Redis
@@ -526,6 +676,7 @@ print_env() {
     printf 'export %s=%q\n' \
         MEMSTREAM_KAFKA_BOOTSTRAP_SERVERS "${MEMSTREAM_KAFKA_BOOTSTRAP_SERVERS:-$DEFAULT_KAFKA_BOOTSTRAP_SERVERS}" \
         MEMSTREAM_DATABASE_URL "${MEMSTREAM_DATABASE_URL:-$DEFAULT_DATABASE_URL}" \
+        MEMSTREAM_TEST_DATABASE_READ_URL "${MEMSTREAM_TEST_DATABASE_READ_URL:-$DEFAULT_REPLICA_URL}" \
         MEMSTREAM_REDIS_URL "${MEMSTREAM_REDIS_URL:-$DEFAULT_REDIS_URL}" \
         MEMSTREAM_TEST_REDIS_CLUSTER_URL "${MEMSTREAM_TEST_REDIS_CLUSTER_URL:-$DEFAULT_REDIS_CLUSTER_URL}"
 }
@@ -558,6 +709,7 @@ cmd_up() {
     apt_install_needed
 
     mariadb_up
+    replica_up
     redis_up
     redis_cluster_up
     kafka_up
@@ -571,13 +723,14 @@ cmd_down() {
     kafka_down
     redis_cluster_down
     redis_down
+    replica_down
     mariadb_down
     log "stopped what services.sh had started"
 }
 
 cmd_status() {
     local name port
-    for name in MariaDB:$MARIADB_PORT Redis:$REDIS_PORT Kafka:$KAFKA_PORT \
+    for name in MariaDB:$MARIADB_PORT "MariaDB replica:$REPLICA_PORT" Redis:$REDIS_PORT Kafka:$KAFKA_PORT \
         "${REDIS_CLUSTER_PORTS[@]/#/Redis Cluster node:}"; do
         port=${name#*:}
         if port_open "$port"; then

@@ -14,7 +14,9 @@ from memstream.runtime import Resources
 from memstream.settings import Settings
 from memstream.store.agents import AgentConfigStore
 from memstream.store.cache import RedisCache
+from memstream.store.database import create_engine
 from memstream.store.messages import MessageStore
+from memstream.store.reads import Reads
 from memstream.store.searchstats import SearchStats
 from memstream.store.summaries import SummaryStore
 
@@ -25,7 +27,12 @@ class Services:
 
     settings: Settings
     engine: AsyncEngine
+    # The read replica's engine (the primary's when there is none), and what picks between
+    # them for a user's long-term memories (``memstream.store.reads``).
+    reader: AsyncEngine
+    reads: Reads
     messages: MessageStore
+    read_messages: MessageStore
     cache: RedisCache | None
     router: ProviderRouter
     agents: AgentConfigStore
@@ -40,15 +47,21 @@ class Services:
         # invalidated) and connections are recycled well before MySQL's idle timeout.
         resources = Resources.open(settings, pre_ping=False)
         engine, cache = resources.engine, resources.cache
+        reader = engine
+        if settings.database_read_url.strip():
+            reader = create_engine(settings.database_read_url, pre_ping=False)
+        reads = Reads(engine, reader, sticky_seconds=settings.database_read_sticky_seconds)
         router = ProviderRouter(
-            engine, settings, config_cache_seconds=settings.agent_config_cache_seconds
+            engine, settings, config_cache_seconds=settings.agent_config_cache_seconds, reads=reads
         )
         search_stats = SearchStats(engine)
+        # The record's turns and summaries come from the replica; a missing cache key is
+        # re-warmed from the primary, so that a lagging replica never fills the cache.
         loadpath = LoadPath(
             settings,
-            engine=engine,
+            engine=reader,
             messages=resources.messages,
-            summaries=SummaryStore(engine),
+            summaries=SummaryStore(reader),
             cache=cache,
             router=router,
             search_stats=search_stats,
@@ -57,7 +70,10 @@ class Services:
         return cls(
             settings=settings,
             engine=engine,
+            reader=reader,
+            reads=reads,
             messages=resources.messages,
+            read_messages=MessageStore(reader),
             cache=cache,
             router=router,
             agents=router.agents,
@@ -74,6 +90,8 @@ class Services:
         if self.cache is not None:
             await self.cache.close()
         await self.engine.dispose()
+        if self.reader is not self.engine:
+            await self.reader.dispose()
 
 
 async def _services(request: Request) -> Services:

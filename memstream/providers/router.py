@@ -25,6 +25,7 @@ from memstream.providers.mem0 import Mem0Provider
 from memstream.providers.memos import MemOSProvider
 from memstream.store.agents import AgentConfig, AgentConfigStore, Provider
 from memstream.store.ledger import ProviderLedger
+from memstream.store.reads import Reads
 from memstream.store.schema import agent_config
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class ProviderRouter:
         settings: Settings | None = None,
         *,
         config_cache_seconds: float = 5.0,
+        reads: Reads | None = None,
     ) -> None:
         self._engine = engine
         self.agents = AgentConfigStore(engine)
@@ -58,6 +60,7 @@ class ProviderRouter:
                 # for the lexical answer.
                 query_timeout=settings.long_term_timeout_seconds / 2,
                 fresh_seconds=settings.long_term_fresh_seconds,
+                reads=reads,
             )
         self._ttl = config_cache_seconds
         self._configs: dict[tuple[str, str], tuple[float, AgentConfig | None]] = {}

@@ -18,6 +18,7 @@ from memstream.memory import MemoryItem
 from memstream.providers.builtin import sql
 from memstream.providers.builtin.sql import Counts, Fingerprint
 from memstream.retrieval import LexicalIndex
+from memstream.store.reads import Reads
 
 # Up to this many added plus removed memories are applied to a cached index in place on the
 # event loop (about 30 µs each); a cold load or a bigger change is built in a worker thread.
@@ -52,8 +53,10 @@ class UserIndexCache:
         memories: int,
         revalidate_seconds: float,
         fresh_seconds: float,
+        reads: Reads | None = None,
     ) -> None:
-        self._engine = engine
+        # Indexes are read from the replica unless this process just wrote for the user.
+        self._reads = reads if reads is not None else Reads(engine, sticky_seconds=0)
         self._dialect = engine.dialect.name
         self._users = users
         self._memories = memories
@@ -94,7 +97,8 @@ class UserIndexCache:
         if entry is not None and time.monotonic() - entry.verified_at < self._fresh:
             self._entries.move_to_end(key)
             return entry, entry.verified
-        async with self._engine.connect() as conn:
+        reader = self._reads.engine(tenant_id, user_id)
+        async with reader.connect() as conn:
             fingerprint = await sql.fingerprint(conn, tenant_id, user_id, model)
         entry = self._entries.get(key)
         counts: Counts = fingerprint[:2]
@@ -112,7 +116,7 @@ class UserIndexCache:
             if entry is not None and self._usable(entry, counts, exact=False):
                 self._entries.move_to_end(key)
                 return entry, (*entry.fingerprint, fingerprint[2])
-            async with self._engine.connect() as conn:
+            async with reader.connect() as conn:
                 held = entry.items if entry is not None else None
                 counts, live_ids, added = await sql.changes(
                     conn, self._dialect, tenant_id, user_id, held

@@ -29,6 +29,7 @@ from memstream.providers.builtin.ranking import rank_hybrid, rank_lexical
 from memstream.providers.builtin.sql import ContentKey, Fingerprint
 from memstream.providers.http import PROVIDER_FAILURES
 from memstream.retrieval import MMR_LAMBDA, RELATIVITY
+from memstream.store.reads import Reads
 from memstream.text.terms import tokenize
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,11 @@ class MySQLProvider:
         vector_weight: float = VECTOR_WEIGHT,
         fusion: Literal["rrf", "weighted"] = "weighted",
         rrf_k: int = RRF_K,
+        reads: Reads | None = None,
     ) -> None:
         self._engine = engine
+        # Writes go to ``engine``; reads to the replica unless this process wrote for the user.
+        self._reads = reads if reads is not None else Reads(engine, sticky_seconds=0)
         self._dialect = engine.dialect.name
         if self._dialect not in ("mysql", "mariadb", "sqlite"):
             raise ValueError(f"unsupported database dialect {self._dialect!r}")
@@ -73,6 +77,7 @@ class MySQLProvider:
             memories=cache_memories,
             revalidate_seconds=revalidate_seconds,
             fresh_seconds=fresh_seconds,
+            reads=self._reads,
         )
         self.embedder = embedder
         self.vectors = VectorCache(vector_cache_bytes)
@@ -128,6 +133,7 @@ class MySQLProvider:
                 pending = [rows[k] for k in sorted(rows) if k not in stored]
         for tenant_id, user_id in {(k[0], k[1]) for k in keys}:
             self._cache.unverify(tenant_id, user_id)
+            self._reads.wrote(tenant_id, user_id)
         missing = [k for k in keys if k not in stored]
         if missing:
             raise RuntimeError(f"memories not stored: {missing[:3]}")
@@ -145,12 +151,14 @@ class MySQLProvider:
                 deleted += expired
         if deleted:
             self._cache.unverify(tenant_id)  # the ids do not say whose they were
+            self._reads.wrote(tenant_id)
         return deleted
 
     async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
         """Forget a user: soft-delete every live memory of every cube; answers their ids."""
         async with self._engine.begin() as conn:
             deleted = await sql.expire(conn, sql.of_user(tenant_id, user_id))
+        self._reads.wrote(tenant_id, user_id)
         self._cache.evict((tenant_id, user_id))
         self.vectors.discard((tenant_id, user_id))
         return deleted
@@ -161,7 +169,7 @@ class MySQLProvider:
         self, tenant_id: str, user_id: str, agent_id: str | None
     ) -> list[MemoryItem]:
         """Every live memory of the readable cubes, newest first."""
-        async with self._engine.connect() as conn:
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
             return await sql.list_live(conn, tenant_id, user_id, readable_cubes(agent_id))
 
     async def search(
@@ -263,7 +271,7 @@ class MySQLProvider:
             held = set(ids)
             missing = sorted(live - held)
             model = self.embedder.model
-            async with self._engine.connect() as conn:
+            async with self._reads.engine(tenant_id, user_id).connect() as conn:
                 if cached is None or len(missing) > VECTOR_LOOKUP_LIMIT:
                     found_ids, found = await vector_rows.load(conn, tenant_id, user_id, model, dims)
                     kept, ids = [], []
