@@ -41,6 +41,17 @@ class Cluster:
     def node_at(self, port: int) -> Node:
         return next(node for node in self.nodes if node.port == port)
 
+    def marked_failed(self, node: Node) -> bool:
+        """Every other node has marked ``node`` as failed (not only suspected it)."""
+        for other in self.nodes:
+            if other is node:
+                continue
+            lines = _cli("-p", str(other.port), "cluster", "nodes").splitlines()
+            line = next(row for row in lines if f"{node.address}@" in row)
+            if "fail" not in line.split()[2].split(","):
+                return False
+        return True
+
     def stop(self) -> None:
         for node in self.nodes:
             if node.process.poll() is None:
