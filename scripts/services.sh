@@ -271,12 +271,14 @@ replica_wanted() {
     mariadb_wanted && wanted MEMSTREAM_TEST_DATABASE_READ_URL "$DEFAULT_REPLICA_URL"
 }
 
-replica_sql() { # replica_sql SQL: run on the replica as the OS root over its socket
-    as_root mariadb --protocol=socket --socket="$REPLICA_SOCKET" -uroot -N -B -e "$1"
+# Over TCP as root, like the tests: whichever checkout's state directory the running replica
+# has, every `up` reaches it the same way.
+replica_sql() { # replica_sql SQL: run on the replica, print the bare answer
+    mariadb --protocol=tcp -h "$HOST" -P "$REPLICA_PORT" -uroot -N -B -e "$1"
 }
 
 replica_status() { # vertical, with the field names (replica_sql's -N drops them)
-    as_root mariadb --protocol=socket --socket="$REPLICA_SOCKET" -uroot -e "SHOW SLAVE STATUS\G"
+    mariadb --protocol=tcp -h "$HOST" -P "$REPLICA_PORT" -uroot -e "SHOW SLAVE STATUS\G"
 }
 
 replica_replicating() {
@@ -314,39 +316,38 @@ replica_start() {
         sleep 0.5
     done
     ((fresh)) || return 0
-    # The same TCP login as the primary's (mariadb_configure), on this server only.
-    replica_sql "
+    # The same TCP login as the primary's (mariadb_configure), on this server only; until
+    # then only the OS root gets in, over the socket.
+    as_root mariadb --protocol=socket --socket="$REPLICA_SOCKET" -uroot -e "
 ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket;
 CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
 GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
 FLUSH PRIVILEGES;"
-    rm -f "$REPLICA_DIR/seeded"
 }
 
 # Copy the primary's database once (a consistent dump that records its GTID position), then
-# replicate from that position on.
+# replicate from that position on. A replica that has a source configured was copied before.
 replica_configure() {
     mariadb_sql "CREATE USER IF NOT EXISTS '$REPLICATION_USER'@'127.0.0.1' IDENTIFIED BY '$REPLICATION_USER';
 GRANT REPLICATION SLAVE ON *.* TO '$REPLICATION_USER'@'127.0.0.1';" >/dev/null ||
         die "could not create the replication user on the primary"
-    if [[ ! -f $REPLICA_DIR/seeded ]]; then
-        log "MariaDB replica: copying database $DATABASE_NAME from the primary"
-        replica_sql "STOP SLAVE; RESET SLAVE ALL;" >/dev/null 2>&1 || true
-        mariadb-dump --protocol=tcp -h "$HOST" -P "$MARIADB_PORT" -uroot --single-transaction \
-            --gtid --master-data=1 --databases "$DATABASE_NAME" >"$REPLICA_DIR/seed.sql" ||
-            die "could not dump $DATABASE_NAME from the primary"
-        as_root mariadb --protocol=socket --socket="$REPLICA_SOCKET" -uroot <"$REPLICA_DIR/seed.sql" ||
-            die "could not load the primary's dump into the replica"
-        rm -f "$REPLICA_DIR/seed.sql"
-        touch "$REPLICA_DIR/seeded"
-    fi
     replica_replicating && return 0
-    log "MariaDB replica: replicating from $HOST:$MARIADB_PORT"
-    replica_sql "STOP SLAVE;
+    if replica_status | grep -q "Master_Host: $HOST"; then
+        log "MariaDB replica: starting replication again"
+        replica_sql "START SLAVE;" >/dev/null
+    else
+        log "MariaDB replica: copying database $DATABASE_NAME from the primary"
+        mariadb-dump --protocol=tcp -h "$HOST" -P "$MARIADB_PORT" -uroot --single-transaction \
+            --gtid --master-data=1 --databases "$DATABASE_NAME" |
+            mariadb --protocol=tcp -h "$HOST" -P "$REPLICA_PORT" -uroot ||
+            die "could not copy $DATABASE_NAME from the primary into the replica"
+        log "MariaDB replica: replicating from $HOST:$MARIADB_PORT"
+        replica_sql "STOP SLAVE;
 CHANGE MASTER TO MASTER_HOST='$HOST', MASTER_PORT=$MARIADB_PORT,
   MASTER_USER='$REPLICATION_USER', MASTER_PASSWORD='$REPLICATION_USER',
   MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1;
 START SLAVE;" >/dev/null
+    fi
     local deadline=$((SECONDS + MARIADB_START_TIMEOUT))
     until replica_replicating; do
         ((SECONDS < deadline)) || {
@@ -379,7 +380,7 @@ replica_down() {
     [[ -f $RUN_DIR/mariadb-replica.started ]] || return 0
     if port_open "$REPLICA_PORT"; then
         log "stopping the MariaDB replica"
-        as_root mariadb-admin --protocol=socket --socket="$REPLICA_SOCKET" -uroot shutdown ||
+        mariadb-admin --protocol=tcp -h "$HOST" -P "$REPLICA_PORT" -uroot shutdown ||
             log "mariadb-admin shutdown failed; the replica may still be running"
     fi
     rm -f "$RUN_DIR/mariadb-replica.started"
