@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from bench import ingest, loadpath, locomo, longterm, regex
+from bench import coldsearch, ingest, loadpath, locomo, longterm, regex
 
 BENCHMARKS = {
+    "coldsearch": coldsearch.main,
     "ingest": ingest.main,
     "loadpath": loadpath.main,
     "locomo": locomo.main,

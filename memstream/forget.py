@@ -47,6 +47,7 @@ from memstream.store.schema import (
     conversation_summary,
     long_term_memory,
     memory_embedding,
+    memory_term,
     processed_mark,
     provider_memory,
 )
@@ -133,6 +134,8 @@ async def forget_user(
     await _delete_all(
         engine, memory_embedding, (vectors.tenant_id == tenant_id, vectors.user_id == user_id)
     )
+    terms = memory_term.c
+    await _delete_all(engine, memory_term, (terms.tenant_id == tenant_id, terms.user_id == user_id))
     await _delete_all(
         engine, long_term_memory, (memories.tenant_id == tenant_id, memories.user_id == user_id)
     )

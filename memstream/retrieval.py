@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -144,9 +144,8 @@ class LexicalIndex:
 
     def _length_norms(self) -> dict[str, float]:
         if self._norms is None:
-            base = self._k1 * (1.0 - self._b)
-            scale = self._k1 * self._b / REFERENCE_TERMS
-            self._norms = {i: base + scale * len(d.tokens) for i, d in self._docs.items()}
+            lengths = {i: len(d.tokens) for i, d in self._docs.items()}
+            self._norms = length_norms(lengths, k1=self._k1, b=self._b)
         return self._norms
 
     def relevance(self, query: str | Sequence[str]) -> dict[str, float]:
@@ -155,29 +154,17 @@ class LexicalIndex:
         It can exceed 1 (a short memory with every query term, a phrase match), so it ranks
         documents that the displayed score caps at 1.0; ``normalised`` gives that score."""
         tokens = tokenize(query) if isinstance(query, str) else list(query)
-        n = len(self._docs)
-        if not tokens or not n:
+        if not self._docs:
             return {}
-        norms = self._length_norms()
-        k1p1 = self._k1 + 1.0
-        raw: dict[str, float] = {}
-        ideal = 0.0
-        for term, qtf in Counter(tokens).items():
-            posting = self._tf.get(term)
-            idf = _idf(n, len(posting) if posting else 0)
-            ideal += qtf * idf
-            if posting:
-                weight = qtf * idf * k1p1
-                for doc, tf in posting.items():
-                    raw[doc] = raw.get(doc, 0.0) + weight * tf / (tf + norms[doc])
-        if self._phrase_weight and raw:
-            for pair, qtf in Counter(phrases(tokens)).items():
-                posting = self._phrase.get(pair)
-                if posting:
-                    weight = self._phrase_weight * qtf * _idf(n, len(posting)) * k1p1
-                    for doc, tf in posting.items():
-                        raw[doc] += weight * tf / (tf + norms[doc])
-        return {doc: value / ideal for doc, value in raw.items()}
+        return relevance(
+            tokens,
+            len(self._docs),
+            self._tf,
+            self._phrase,
+            self._length_norms(),
+            k1=self._k1,
+            phrase_weight=self._phrase_weight,
+        )
 
     def search(
         self,
@@ -199,6 +186,66 @@ class LexicalIndex:
         ]
         top = sorted(ranked, reverse=True) if k is None else heapq.nlargest(k, ranked)
         return [Hit(doc, normalised(value)) for value, _, doc in top]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentTerms:
+    """What a document contributes to an index: its length in index terms and the
+    frequency of each term and each word pair (computed once, when the document is written)."""
+
+    length: int
+    words: Counter[str]
+    pairs: Counter[str]
+
+
+def document_terms(text: str) -> DocumentTerms:
+    """The index terms of ``text`` as ``LexicalIndex.add`` counts them."""
+    tokens = tokenize(text)
+    return DocumentTerms(len(tokens), Counter(tokens), Counter(phrases(tokens)))
+
+
+def length_norms(lengths: Mapping[str, int], *, k1: float = K1, b: float = B) -> dict[str, float]:
+    """BM25's per-document length factor against the fixed ``REFERENCE_TERMS``."""
+    base = k1 * (1.0 - b)
+    scale = k1 * b / REFERENCE_TERMS
+    return {doc: base + scale * length for doc, length in lengths.items()}
+
+
+def relevance(
+    tokens: Sequence[str],
+    n_docs: int,
+    words: Mapping[str, Mapping[str, int]],
+    pairs: Mapping[str, Mapping[str, int]],
+    norms: Mapping[str, float],
+    *,
+    k1: float = K1,
+    phrase_weight: float = PHRASE_WEIGHT,
+) -> dict[str, float]:
+    """``bm25(q, d) / ideal(q)`` per matching document (module docstring), from the postings
+    of the query's terms only: ``words`` and ``pairs`` map a term to {document: tf} over all
+    ``n_docs`` documents, ``norms`` gives each posted document's length factor. An in-memory
+    index and the stored postings score through this one function, so they agree exactly."""
+    if not tokens or not n_docs:
+        return {}
+    k1p1 = k1 + 1.0
+    raw: dict[str, float] = {}
+    ideal = 0.0
+    for term, qtf in Counter(tokens).items():
+        posting = words.get(term)
+        idf = _idf(n_docs, len(posting) if posting else 0)
+        ideal += qtf * idf
+        if posting:
+            weight = qtf * idf * k1p1
+            for doc, tf in posting.items():
+                raw[doc] = raw.get(doc, 0.0) + weight * tf / (tf + norms[doc])
+    if phrase_weight and raw:
+        for pair, qtf in Counter(phrases(tokens)).items():
+            posting = pairs.get(pair)
+            if posting:
+                weight = phrase_weight * qtf * _idf(n_docs, len(posting)) * k1p1
+                for doc, tf in posting.items():
+                    raw[doc] += weight * tf / (tf + norms[doc])
+    return {doc: value / ideal for doc, value in raw.items()}
 
 
 def normalised(relevance: float) -> float:

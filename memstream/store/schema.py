@@ -38,6 +38,8 @@ _PK = BigInteger().with_variant(Integer(), "sqlite")
 _LONG_TEXT = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
 _TIME = DateTime(timezone=False).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 _ID = String(128)
+# Index terms longer than this are not posted (the primary key must fit InnoDB's 3,072 bytes).
+TERM_CHARS = 200
 
 
 class _FromHex(FunctionElement[bytes]):
@@ -154,6 +156,10 @@ long_term_memory = Table(
     Column("kind", String(16), nullable=False, default="fact", server_default="fact"),
     # When what the memory says happened or was said (episodes), as opposed to when stored.
     Column("occurred_at", _TIME, nullable=True),
+    # The memory's length in index terms, written with its postings in ``memory_term``; NULL
+    # until they are (a row imported by SQL, or written before the postings existed): the
+    # term backfill finds those rows by it.
+    Column("term_count", Integer, nullable=True),
     UniqueConstraint("tenant_id", "user_id", "cube_id", "content_hash", name="uq_memory_content"),
     Index("ix_memory_scope", "tenant_id", "user_id", "cube_id", "deleted_at"),
     # Stats: memories of a tenant per time bucket and type (covering for the trend query).
@@ -172,6 +178,27 @@ long_term_memory = Table(
     Index("ix_memory_cube_time", "tenant_id", "cube_id", "deleted_at", "created_at"),
     # The embedding backfill walks memories in the order they were written.
     Index("ix_memory_written", "created_at", "id"),
+    # The term backfill finds the live rows without postings.
+    Index("ix_memory_terms_pending", "term_count", "deleted_at"),
+    **MYSQL_TABLE_ARGS,
+)
+
+# The lexical postings of the built-in store: one row per memory and index term (``field`` 0,
+# a word) or adjacent word pair (``field`` 1, the phrase field), with its frequency in the
+# memory, so that a search reads only its terms' postings of one user (the primary key's
+# prefix) instead of tokenizing every memory of the user. Rows of a deleted memory are never
+# scored (a search joins on the live memory) and are removed with it where memstream deletes.
+memory_term = Table(
+    "memory_term",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("user_id", _ID, primary_key=True),
+    Column("term", String(TERM_CHARS), primary_key=True),
+    Column("field", SmallInteger, primary_key=True, autoincrement=False),
+    Column("memory_id", String(64), primary_key=True),
+    Column("tf", Integer, nullable=False),
+    # Deleting one memory's postings.
+    Index("ix_term_memory", "tenant_id", "memory_id"),
     **MYSQL_TABLE_ARGS,
 )
 

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.memory import USER_PROFILE, NewMemory
 from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin.postings import TermBackfill
 from memstream.providers.identity import content_hash
 from memstream.store.database import create_engine, migrate
 
@@ -114,7 +115,11 @@ async def test_migrate_adds_what_an_old_database_lacks(url: str) -> None:
         await migrate(url)  # and again: nothing left to do, no error
 
         columns, indexes = await columns_and_indexes(engine, "long_term_memory")
-        assert {"kind", "occurred_at"} <= columns
+        assert {"kind", "occurred_at", "term_count"} <= columns
+        assert "ix_memory_terms_pending" in indexes
+        term_columns, term_indexes = await columns_and_indexes(engine, "memory_term")
+        assert {"term", "field", "memory_id", "tf"} <= term_columns
+        assert "ix_term_memory" in term_indexes
         assert "ix_memory_written" in indexes
         embedding_columns, embedding_indexes = await columns_and_indexes(engine, "memory_embedding")
         assert {"memory_id", "model", "dims", "vector"} <= embedding_columns
@@ -138,6 +143,11 @@ async def test_migrate_adds_what_an_old_database_lacks(url: str) -> None:
         [added] = await provider.add([episode])
         assert added.kind == "episode" and added.occurred_at is not None
         assert added.occurred_at.replace(tzinfo=None) == said
+        # Rows written before the postings existed are searchable once the term backfill has
+        # indexed them; new rows at once.
+        hits = await provider.search("t", "u1", None, "bees")
+        assert {h.id for h in hits} == {added.id}
+        assert await TermBackfill(engine).run_until_done() == 1
         hits = await provider.search("t", "u1", None, "bees")
         assert {h.id for h in hits} == {"old-1", added.id}
     finally:

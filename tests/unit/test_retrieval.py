@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memstream.retrieval import RELATIVITY, LexicalIndex, mmr, relativity_filter
+from memstream.retrieval import (
+    RELATIVITY,
+    LexicalIndex,
+    document_terms,
+    length_norms,
+    mmr,
+    relativity_filter,
+    relevance,
+)
 from memstream.text.similarity import token_jaccard as jaccard
 from memstream.text.stem import stem
 from memstream.text.terms import phrases, tokenize
@@ -207,3 +217,54 @@ def test_add_and_remove_match_a_fresh_build() -> None:
         index.remove(doc_id)
     index.remove("extra")
     assert len(index) == 0 and index.relevance("cat") == {}
+
+
+# --- Scoring over stored postings ---------------------------------------------------------
+
+_VOCABULARY = [
+    "cello", "cellos", "Berlin", "cat", "the", "user", "likes", "tea", "coffee", "support",
+    "group", "running", "runs", "四川菜", "上海", "yoga", "2024", "a", "night", "shifts",
+]  # fmt: skip
+
+
+def _postings_relevance(docs: dict[str, str], query: str) -> dict[str, float]:
+    """Relevance as a search over ``memory_term`` computes it: per-document terms computed
+    once (as when written), only the query terms' postings and the document count read."""
+    stored = {doc_id: document_terms(text) for doc_id, text in docs.items()}
+    tokens = tokenize(query)
+    wanted_pairs = set(phrases(tokens))
+    words: dict[str, dict[str, int]] = {}
+    pairs: dict[str, dict[str, int]] = {}
+    lengths: dict[str, int] = {}
+    for doc_id, terms in stored.items():
+        for term, tf in terms.words.items():
+            if term in tokens:
+                words.setdefault(term, {})[doc_id] = tf
+                lengths[doc_id] = terms.length
+        for pair, tf in terms.pairs.items():
+            if pair in wanted_pairs:
+                pairs.setdefault(pair, {})[doc_id] = tf
+                lengths[doc_id] = terms.length
+    return relevance(tokens, len(docs), words, pairs, length_norms(lengths))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(_VOCABULARY), min_size=0, max_size=25).map(" ".join),
+        min_size=1,
+        max_size=30,
+    ),
+    st.lists(st.sampled_from(_VOCABULARY), min_size=1, max_size=8).map(" ".join),
+)
+def test_stored_postings_score_exactly_as_the_index(texts: list[str], query: str) -> None:
+    docs = {f"m{n}": text for n, text in enumerate(texts)}
+    index = LexicalIndex(docs.items())
+    assert _postings_relevance(docs, query) == index.relevance(query)
+
+
+def test_document_terms_are_what_the_index_counts() -> None:
+    terms = document_terms("The support group met; the support group helps.")
+    assert terms.length == len(tokenize("The support group met; the support group helps."))
+    assert terms.words["support"] == 2 and terms.pairs["support group"] == 2
+    assert sum(terms.words.values()) == terms.length

@@ -207,3 +207,44 @@ def _update(
         entry.items[item.id] = item
     entry.fingerprint = fingerprint
     entry.checked_at = time.monotonic()
+
+
+SearchKey = tuple[str, str, str | None, str, int]  # tenant, user, agent, query, top_k
+
+
+class RecentSearches:
+    """The answers of this process's latest lexical searches, reused for ``fresh_seconds``
+    (``MEMSTREAM_LONG_TERM_FRESH_SECONDS``: what another process writes or deletes may take
+    that long to be seen here; this process's own writes drop its users' answers at once).
+    A bounded LRU; with ``fresh_seconds`` 0 nothing is kept."""
+
+    def __init__(self, fresh_seconds: float, size: int = 4096) -> None:
+        self._fresh = fresh_seconds
+        self._size = size
+        self._entries: OrderedDict[SearchKey, tuple[float, list[MemoryItem]]] = OrderedDict()
+
+    def get(self, key: SearchKey) -> list[MemoryItem] | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if time.monotonic() - entry[0] >= self._fresh:
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return list(entry[1])
+
+    def put(self, key: SearchKey, found: list[MemoryItem]) -> None:
+        if self._fresh <= 0:
+            return
+        self._entries[key] = (time.monotonic(), list(found))
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+
+    def drop(self, tenant_id: str, user_id: str | None = None) -> None:
+        """Forget the answers for these users (all of the tenant's)."""
+        for key in [k for k in self._entries if k[0] == tenant_id and user_id in (None, k[1])]:
+            del self._entries[key]
+
+    def clear(self) -> None:
+        self._entries.clear()

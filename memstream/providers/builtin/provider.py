@@ -23,14 +23,21 @@ from memstream.embeddings.client import EmbeddingClient
 from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT
 from memstream.memory import MemoryItem, NewMemory, readable_cubes
 from memstream.providers import degraded
-from memstream.providers.builtin import sql
-from memstream.providers.builtin.index_cache import UserIndex, UserIndexCache
-from memstream.providers.builtin.ranking import rank_hybrid, rank_lexical
+from memstream.providers.builtin import postings, sql
+from memstream.providers.builtin.index_cache import RecentSearches, UserIndex, UserIndexCache
+from memstream.providers.builtin.ranking import lexical_pools, pick_lexical, rank_hybrid
 from memstream.providers.builtin.sql import ContentKey, Fingerprint
 from memstream.providers.http import PROVIDER_FAILURES
-from memstream.retrieval import MMR_LAMBDA, RELATIVITY
+from memstream.retrieval import (
+    MMR_LAMBDA,
+    RELATIVITY,
+    DocumentTerms,
+    document_terms,
+    length_norms,
+    relevance,
+)
 from memstream.store.reads import Reads
-from memstream.text.terms import tokenize
+from memstream.text.terms import phrases, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +86,7 @@ class MySQLProvider:
             fresh_seconds=fresh_seconds,
             reads=self._reads,
         )
+        self._recent = RecentSearches(fresh_seconds)
         self.embedder = embedder
         self.vectors = VectorCache(vector_cache_bytes)
         self.query_timeout = query_timeout
@@ -109,6 +117,7 @@ class MySQLProvider:
             return []
         keys: list[ContentKey] = []
         rows: dict[ContentKey, dict[str, Any]] = {}
+        terms: dict[str, DocumentTerms] = {}  # by new row id
         now = sql.now()
         for n, memory in enumerate(memories):
             # One microsecond apart: the batch keeps its order in time (newest-first lists,
@@ -116,7 +125,10 @@ class MySQLProvider:
             row = sql.new_row(memory, now + timedelta(microseconds=n))
             key = sql.content_key(row)
             keys.append(key)
-            rows.setdefault(key, row)
+            if key not in rows:
+                rows[key] = row
+                terms[row["id"]] = document_terms(memory.content)
+                row["term_count"] = terms[row["id"]].length
         stored: dict[ContentKey, MemoryItem] = {}
         async with self._engine.begin() as conn:
             # Key order: concurrent batches take the unique-key locks in the same order.
@@ -131,9 +143,21 @@ class MySQLProvider:
                 for tenant, dead_id in dead:
                     await sql.free_key(conn, tenant, dead_id)
                 pending = [rows[k] for k in sorted(rows) if k not in stored]
+            # The postings of the rows this call inserted (a key held already has its own),
+            # committed with them.
+            posted = [
+                posting
+                for item in stored.values()
+                if item.id in terms
+                for posting in postings.rows_of(
+                    item.tenant_id, item.user_id, item.id, terms[item.id]
+                )
+            ]
+            await postings.write(conn, posted)
         for tenant_id, user_id in {(k[0], k[1]) for k in keys}:
             self._cache.unverify(tenant_id, user_id)
             self._reads.wrote(tenant_id, user_id)
+            self._recent.drop(tenant_id, user_id)
         missing = [k for k in keys if k not in stored]
         if missing:
             raise RuntimeError(f"memories not stored: {missing[:3]}")
@@ -149,17 +173,21 @@ class MySQLProvider:
                 expired = await sql.expire(conn, sql.by_ids(tenant_id, chunk))
                 await sql.erase(conn, tenant_id, expired)
                 deleted += expired
+            await postings.remove(conn, tenant_id, deleted)
         if deleted:
             self._cache.unverify(tenant_id)  # the ids do not say whose they were
             self._reads.wrote(tenant_id)
+            self._recent.drop(tenant_id)
         return deleted
 
     async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
         """Forget a user: soft-delete every live memory of every cube; answers their ids."""
         async with self._engine.begin() as conn:
             deleted = await sql.expire(conn, sql.of_user(tenant_id, user_id))
+            await postings.remove(conn, tenant_id, deleted)
         self._reads.wrote(tenant_id, user_id)
         self._cache.evict((tenant_id, user_id))
+        self._recent.drop(tenant_id, user_id)
         self.vectors.discard((tenant_id, user_id))
         return deleted
 
@@ -188,24 +216,64 @@ class MySQLProvider:
             return []
         terms = tokenize(query)
         embedding = self._embed_query(query)
+        cubes = readable_cubes(agent_id)
         try:
-            if not terms and embedding is None:
-                return []
-            model = self.embedder.model if self.embedder is not None else None
-            entry, fingerprint = await self._cache.get(tenant_id, user_id, model)
+            if embedding is None:
+                key = (tenant_id, user_id, agent_id, query, top_k)
+                found = self._recent.get(key)
+                if found is None:
+                    found = await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
+                    self._recent.put(key, found)
+                return found
+            assert self.embedder is not None
+            entry, fingerprint = await self._cache.get(tenant_id, user_id, self.embedder.model)
             if not entry.items:
                 return []
-            cubes = readable_cubes(agent_id)
-            query_vector = await self._query_vector(embedding) if embedding else None
+            query_vector = await self._query_vector(embedding)
             if query_vector is None:
-                return rank_lexical(entry, terms, cubes, top_k, self.relativity, self.mmr_lambda)
+                return await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
             vectors = await self._user_vectors(
                 tenant_id, user_id, entry, fingerprint, int(query_vector.shape[0])
             )
-            return rank_hybrid(entry, terms, query_vector, vectors, cubes, top_k, self)
+            found = rank_hybrid(entry, terms, query_vector, vectors, cubes, top_k, self)
+            return await self._still_live(tenant_id, user_id, found)
         finally:
             if embedding is not None:
                 embedding[0].cancel()
+
+    async def _search_lexical(
+        self, tenant_id: str, user_id: str, terms: Sequence[str], cubes: Sequence[str], top_k: int
+    ) -> list[MemoryItem]:
+        """BM25 over the stored postings of the query's terms: no per-user warm-up, and only
+        live memories are ever scored (docs/design/builtin-store.md)."""
+        if not terms:
+            return []
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            found = await postings.read(conn, tenant_id, user_id, terms, phrases(terms))
+            scores = relevance(
+                terms, found.n_docs, found.words, found.pairs, length_norms(found.lengths)
+            )
+            pools = lexical_pools(scores, found.cubes.__getitem__, cubes, top_k, self.relativity)
+            ids = sorted({doc_id for pool in pools.values() for _, doc_id in pool})
+            if not ids:
+                return []
+            items = {item.id: item for item in await sql.live_items(conn, tenant_id, ids)}
+
+        def token_set(doc_id: str) -> frozenset[str]:
+            return frozenset(tokenize(items[doc_id].content))
+
+        return pick_lexical(pools, items, token_set, top_k, self.mmr_lambda)
+
+    async def _still_live(
+        self, tenant_id: str, user_id: str, found: list[MemoryItem]
+    ) -> list[MemoryItem]:
+        """``found`` without the memories deleted since the cached index last looked: a delete
+        through another process is never served, whatever the cache holds."""
+        if not found:
+            return found
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            live = {i.id for i in await sql.live_items(conn, tenant_id, [f.id for f in found])}
+        return [item for item in found if item.id in live]
 
     # --- vectors -------------------------------------------------------------------------
 
@@ -290,6 +358,7 @@ class MySQLProvider:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._recent.clear()
         self.vectors.clear()
 
     async def aclose(self) -> None:

@@ -1,11 +1,11 @@
-"""The built-in store's ranking of one user's cached memories: lexical (BM25 relevance,
-thresholded, MMR) and hybrid (lexical and vector rankings fused, then MMR). No IO: each runs
-synchronously, so the index cannot change under it."""
+"""The built-in store's ranking: lexical (BM25 relevance, thresholded, MMR, over the stored
+postings or a cached index) and hybrid (lexical and vector rankings of one user's cached
+memories fused, then MMR). No IO: each runs synchronously, so nothing changes under it."""
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Literal, Protocol
 
@@ -34,32 +34,42 @@ def _pool_size(top_k: int) -> int:
     return max(3 * top_k, 30)  # MMR looks at the best candidates only
 
 
-def rank_lexical(
-    entry: UserIndex,
-    terms: Sequence[str],
+def lexical_pools(
+    relevance: Mapping[str, float],
+    cube_of: Callable[[str], str],
     cubes: Sequence[str],
     top_k: int,
     relativity: float,
-    mmr_lambda: float,
-) -> list[MemoryItem]:
-    """Lexical search over one user's index."""
-    if not terms:
-        return []
+) -> dict[str, list[tuple[float, str]]]:
+    """The MMR candidates of each readable cube: the best (relevance, id) pairs reaching the
+    threshold, best first."""
     # Rank by relevance (it keeps ordering memories the displayed score caps at 1.0),
     # threshold and show the normalised score.
     floor = relativity * relativity
     by_cube: dict[str, list[tuple[float, str]]] = {c: [] for c in cubes}
-    items = entry.items
-    for doc_id, value in entry.index.relevance(terms).items():
+    for doc_id, value in relevance.items():
         if value >= floor and value > 0.0:
-            bucket = by_cube.get(items[doc_id].cube_id)
+            bucket = by_cube.get(cube_of(doc_id))
             if bucket is not None:
                 bucket.append((value, doc_id))
+    size = _pool_size(top_k)
+    return {cube: heapq.nlargest(size, found) for cube, found in by_cube.items()}
+
+
+def pick_lexical(
+    pools: Mapping[str, Sequence[tuple[float, str]]],
+    items: Mapping[str, MemoryItem],
+    token_set: Callable[[str], frozenset[str]],
+    top_k: int,
+    mmr_lambda: float,
+) -> list[MemoryItem]:
+    """MMR over each cube's candidates (those still in ``items``), all sorted by score."""
     picked: list[tuple[float, float, str]] = []
-    for candidates in by_cube.values():
+    for candidates in pools.values():
         pool = [
-            ((value, doc_id), normalised(value), entry.index.token_set(doc_id))
-            for value, doc_id in heapq.nlargest(_pool_size(top_k), candidates)
+            ((value, doc_id), normalised(value), token_set(doc_id))
+            for value, doc_id in candidates
+            if doc_id in items
         ]
         for (value, doc_id), score, _tokens in mmr(pool, mmr_lambda, top_k):
             picked.append((score, value, doc_id))

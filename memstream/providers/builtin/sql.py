@@ -221,6 +221,15 @@ async def list_live(
     return [item_of(row) for row in (await conn.execute(query)).all()]
 
 
+async def live_items(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) -> list[MemoryItem]:
+    """The live memories of ``tenant_id`` among ``ids`` (point lookups on the primary key)."""
+    found: list[MemoryItem] = []
+    for chunk in chunks(ids):
+        query = select(*COLUMNS).where(*by_ids(tenant_id, chunk))
+        found += [item_of(row) for row in (await conn.execute(query)).all()]
+    return found
+
+
 async def fingerprint(
     conn: AsyncConnection, tenant_id: str, user_id: str, model: str | None
 ) -> Fingerprint:
@@ -269,8 +278,4 @@ async def changes(
         live_query = select(t.c.id).where(*of_user(tenant_id, user_id))
         live_ids = [row.id for row in (await conn.execute(live_query)).all()]
     missing = [i for i in live_ids if held is None or i not in held]
-    added: list[MemoryItem] = []
-    for chunk in chunks(missing):
-        query = select(*COLUMNS).where(*by_ids(tenant_id, chunk))
-        added += [item_of(row) for row in (await conn.execute(query)).all()]
-    return counts, live_ids, added
+    return counts, live_ids, await live_items(conn, tenant_id, missing)
