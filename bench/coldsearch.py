@@ -26,7 +26,7 @@ from collections.abc import Awaitable
 from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bench.loadpath import fill, query_text, user_text
+from bench.loadpath.data import fill, query_text, user_text
 from bench.support import isolated_settings
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube, readable_cubes
 from memstream.providers.builtin import MySQLProvider
