@@ -43,6 +43,16 @@ LOAD_SECONDS = Histogram(
 DEGRADED = Counter(
     "memstream_load_path_degraded_total", "Load path fallbacks and failures, by part.", ["part"]
 )
+OVERLOAD = Counter(
+    "memstream_api_overload_total",
+    "API requests an overloaded process refused (503) or answered degraded, by action"
+    " (refused, degraded) and reason (in_flight: no slot in time; lag: the event loop was late).",
+    ["action", "reason"],
+)
+LOOP_LAG = Gauge(
+    "memstream_api_loop_lag_seconds",
+    "How late the API's event loop has woken up lately (the worst of the last second or two).",
+)
 MEMORIES = Counter(
     "memstream_memories_total", "Long-term memories stored, skipped and expired.", ["outcome"]
 )

@@ -39,6 +39,11 @@ class Settings(BaseSettings):
     # Host names the API answers (ports ignored, ``*`` for any); empty: loopback names only in
     # open mode, any with keys (memstream.api.hosts: against DNS rebinding).
     api_allowed_hosts: str = ""
+    # Overload: /v1 requests in flight per process, how long one waits for a slot before a 503,
+    # and the event-loop lag past which /v1/context answers short-term only.
+    api_max_in_flight: int = Field(default=64, ge=1)
+    api_queue_seconds: float = Field(default=0.1, ge=0)
+    api_lag_seconds: float = Field(default=0.1, gt=0)
     llm_base_url: str = ""
     llm_model: str = ""
     llm_api_key: SecretStr = SecretStr("")

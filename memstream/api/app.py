@@ -14,6 +14,7 @@ from fastapi_offline import FastAPIOffline
 from memstream.api import errors
 from memstream.api.gate import Gate
 from memstream.api.hosts import host_check, loopback, parse_allowed
+from memstream.api.overload import Admission
 from memstream.api.routes import agents, context, conversations, dashboard, health, memories, stats
 from memstream.api.services import Services
 from memstream.errors import ConfigurationError
@@ -67,6 +68,13 @@ def create_app(settings: Settings) -> FastAPI:
         max_body_bytes=settings.api_max_body_bytes,
         keys=settings.tenant_of_key,
         hosts=host_check(parse_allowed(settings.api_allowed_hosts), open_mode),
+    )
+    # Outermost: a request's arrival is when it is first seen, and a refusal costs nothing more.
+    app.add_middleware(
+        Admission,
+        max_in_flight=settings.api_max_in_flight,
+        queue_seconds=settings.api_queue_seconds,
+        lag_seconds=settings.api_lag_seconds,
     )
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app

@@ -31,7 +31,10 @@ V1_ERRORS: dict[int | str, dict[str, Any]] = {
     403: _documented("the key's tenant is not the request's tenant"),
     413: _documented("the request body is over MEMSTREAM_API_MAX_BODY_BYTES"),
     422: _documented("an invalid request: the message names the fields"),
-    503: _documented("the database or the agent's long-term provider is not reachable"),
+    503: _documented(
+        "the database or the agent's long-term provider is not reachable, or the process is"
+        " over capacity (`overloaded`, with Retry-After)"
+    ),
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _documented("nothing by that id")}
 

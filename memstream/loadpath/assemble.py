@@ -95,9 +95,14 @@ class LoadPath:
         for task in list(self._refreshing.values()):
             task.cancel()
 
-    async def context(self, req: ContextRequest) -> ContextResponse:
+    async def context(
+        self, req: ContextRequest, *, arrived: float | None = None, with_long_term: bool = True
+    ) -> ContextResponse:
+        """The answer; the time limits count from ``arrived`` (the loop's clock) when the
+        request waited before it got here. Without ``with_long_term`` (an overloaded process) the
+        long-term part is not searched and ``degraded`` names it."""
         started = time.perf_counter()
-        begun = asyncio.get_running_loop().time()
+        begun = asyncio.get_running_loop().time() if arrived is None else arrived
         settings = self._settings
         degraded = _Degraded()
         config = await self._config(req, begun, degraded)
@@ -120,7 +125,9 @@ class LoadPath:
                 lambda: self._long_term(req, config, degraded),
                 default=(LongTerm(provider=provider_name(config)), 0, 0),
                 degraded=degraded,
-            ),
+            )
+            if with_long_term
+            else self._skipped(req, config, degraded),
         )
         messages, message_tokens = short
         long_term, profile_tokens, agent_tokens = long
@@ -134,6 +141,17 @@ class LoadPath:
             ),
             degraded=degraded.parts,
         )
+
+    async def _skipped(
+        self, req: ContextRequest, config: AgentConfig | None, degraded: _Degraded
+    ) -> tuple[LongTerm, int, int]:
+        """The long-term part not searched, as when it runs out of time (a part that would
+        not have been searched anyway is not degraded)."""
+        if not long_term_enabled(config):
+            return LongTerm(provider=None), 0, 0
+        if req.query.strip():
+            degraded.add("long_term")
+        return LongTerm(provider=provider_name(config)), 0, 0
 
     async def _config(
         self, req: ContextRequest, begun: float, degraded: _Degraded

@@ -1,0 +1,128 @@
+"""An overloaded ``memstream api`` process answers at once, degraded or 503, instead of queueing.
+
+Each test saturates a real process: more concurrent ``/v1/context`` requests than it has
+slots, or an event loop held still (the process stopped by a signal, as a CPU-bound burst holds
+it) while requests arrive. Outcomes are asserted, never latencies: the client's generous
+timeout is only there to turn a request that hangs into a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memstream.launch import Launched, api_url
+from memstream.settings import Settings
+from tests.support import REPO
+from tests.support.processes import start_memstream, worker_metric
+from tests.support.settings import free_port, isolated_settings, unique
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.integration
+
+HANG = 20.0  # a request not answered by then is taken for one that queued without bound
+BURST = 40
+OVERLOAD = "memstream_api_overload_total"
+
+
+@contextmanager
+def api(**overrides: Any) -> Iterator[tuple[Launched, Settings]]:
+    settings = isolated_settings(api_port=free_port(), log_level="WARNING", **overrides)
+    with tempfile.TemporaryDirectory(prefix="memstream-api-") as logs:
+        launched = start_memstream("api", settings, log_path=Path(logs) / "api.log", cwd=REPO)
+        try:
+            yield launched, settings
+        finally:
+            launched.stop(timeout=10)
+
+
+def context_body(tenant: str, n: int) -> dict[str, str]:
+    return {
+        "tenant_id": tenant,
+        "user_id": f"u{n}",
+        "agent_id": "a1",
+        "conversation_id": f"c{n}",
+        "query": "where did I say the train to Vienna leaves from?",
+    }
+
+
+def assert_refusal(response: httpx.Response) -> None:
+    assert response.status_code == 503, response.text
+    assert int(response.headers["retry-after"]) >= 1
+    assert response.json()["error"]["code"] == "overloaded"
+
+
+async def test_requests_past_the_slots_are_refused_at_once_and_health_is_never_shed(
+    services: Settings,
+) -> None:
+    tenant = unique("overload")
+    with api(api_max_in_flight=1, api_queue_seconds=0) as (_, settings):
+        url = api_url(settings)
+        async with httpx.AsyncClient(base_url=url, timeout=HANG) as client:
+            # A first request opens the database pool, so the burst meets a process at work.
+            first = await client.post("/v1/context", json=context_body(tenant, 0))
+            assert first.status_code == 200, first.text
+            answers = await asyncio.gather(
+                *(client.post("/v1/context", json=context_body(tenant, n)) for n in range(BURST)),
+                *(client.get("/healthz") for _ in range(5)),
+                client.get("/metrics"),
+            )
+            context, probes = answers[:BURST], answers[BURST:]
+            refused = [r for r in context if r.status_code == 503]
+            served = [r for r in context if r.status_code == 200]
+            assert len(refused) + len(served) == BURST, [r.text for r in context]
+            assert refused and served
+            for response in refused:
+                assert_refusal(response)
+            assert all(r.status_code == 200 for r in probes)
+            shed = await worker_metric(
+                settings.api_port, OVERLOAD, action="refused", reason="in_flight"
+            )
+            assert shed >= len(refused)
+
+
+async def test_while_the_loop_lags_the_load_path_answers_short_term_only(
+    services: Settings,
+) -> None:
+    tenant = unique("overload")
+    with api(api_max_in_flight=64) as (launched, settings):
+        url = api_url(settings)
+        async with httpx.AsyncClient(base_url=url, timeout=HANG) as client:
+
+            async def searched() -> bool:
+                answer = await client.post("/v1/context", json=context_body(tenant, 0))
+                return answer.status_code == 200 and answer.json()["degraded"] == []
+
+            # Starting up may lag the loop itself: wait for a full answer before the stall.
+            await eventually(searched, within=30, what="an answer with long-term memory")
+            os.kill(launched.pid, signal.SIGSTOP)
+            try:
+                pending = [
+                    asyncio.create_task(client.post("/v1/context", json=context_body(tenant, n)))
+                    for n in range(1, 6)
+                ]
+                await asyncio.sleep(0.5)  # the requests reach the stopped process's socket
+            finally:
+                os.kill(launched.pid, signal.SIGCONT)
+            answers = await asyncio.gather(*pending)
+            for response in answers:
+                if response.status_code == 503:
+                    assert_refusal(response)
+                    continue
+                assert response.status_code == 200, response.text
+                assert "long_term" in response.json()["degraded"]
+            degraded = await worker_metric(
+                settings.api_port, OVERLOAD, action="degraded", reason="lag"
+            )
+            assert degraded >= sum(r.status_code == 200 for r in answers) > 0
+            # Once the loop has caught up, long-term memory is searched again.
+            await eventually(searched, within=30, what="long-term memory searched again")

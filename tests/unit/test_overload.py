@@ -1,0 +1,111 @@
+"""Admission control without services: the loop's lag meter, the slots, the 503 they give."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from memstream.api.overload import ARRIVED, LAGGING, Admission, LagMeter, Slots
+
+
+def wakes(*times: tuple[float, float]) -> LagMeter:
+    """A meter that has seen the watch wake up at these (expected, actual) times."""
+    meter = LagMeter(window=1.0)
+    for due, at in times:
+        meter.expect(due)
+        meter.woke(at)
+    return meter
+
+
+def test_a_loop_on_time_has_no_lag() -> None:
+    assert wakes((10.05, 10.05)).lag(10.06) == 0.0
+
+
+def test_a_late_wake_up_is_remembered_for_the_next_window_then_forgotten() -> None:
+    assert abs(wakes((10.05, 10.35)).lag(10.4) - 0.3) < 1e-9
+    # The window before still counts, the one before that no longer.
+    assert abs(wakes((10.05, 10.35), (11.05, 11.05)).lag(11.5) - 0.3) < 1e-9
+    assert wakes((10.05, 10.35), (11.05, 11.05), (12.05, 12.05)).lag(12.1) == 0.0
+
+
+def test_a_wake_up_overdue_now_counts_before_it_happens() -> None:
+    meter = LagMeter(window=1.0)
+    meter.expect(10.05)
+    assert meter.lag(10.04) == 0.0
+    assert abs(meter.lag(10.55) - 0.5) < 1e-9
+
+
+def test_a_long_quiet_spell_forgets_old_lag() -> None:
+    assert wakes((10.05, 10.5), (15.05, 15.05)).lag(15.1) == 0.0
+
+
+async def test_slots_refuse_past_the_limit_at_once_without_a_wait() -> None:
+    slots = Slots(1)
+    assert await slots.take(0)
+    assert not await slots.take(0)
+    assert not await slots.take(0.01)  # held all along: the wait runs out
+    slots.release()
+    assert await slots.take(0) and slots.busy == 1
+
+
+async def test_a_slot_given_back_within_the_wait_is_taken() -> None:
+    slots = Slots(1)
+    assert await slots.take(0)
+    waiting = asyncio.create_task(slots.take(30))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    slots.release()
+    assert await waiting and slots.busy == 1
+
+
+def admitted(
+    release: asyncio.Event, started: asyncio.Event, *, lag_seconds: float = 0.1
+) -> tuple[httpx.AsyncClient, Admission]:
+    async def slow(request: Request) -> JSONResponse:
+        started.set()
+        await release.wait()
+        return JSONResponse({"lagging": request.scope[LAGGING], "arrived": request.scope[ARRIVED]})
+
+    async def healthz(_: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    app = Starlette(routes=[Route("/v1/slow", slow), Route("/healthz", healthz)])
+    admission = Admission(app, max_in_flight=1, queue_seconds=0, lag_seconds=lag_seconds)
+    transport = httpx.ASGITransport(app=admission)
+    return httpx.AsyncClient(transport=transport, base_url="http://memstream"), admission
+
+
+async def test_a_request_past_the_slots_is_refused_with_retry_after_and_health_is_not() -> None:
+    release, started = asyncio.Event(), asyncio.Event()
+    client, _ = admitted(release, started)
+    async with client:
+        first = asyncio.create_task(client.get("/v1/slow"))
+        await started.wait()
+        refused = await client.get("/v1/slow")
+        health = await client.get("/healthz")
+        release.set()
+        served = await first
+        again = await client.get("/v1/slow")
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "1"
+    assert refused.json()["error"]["code"] == "overloaded"
+    assert health.status_code == 200
+    assert served.status_code == 200 and again.status_code == 200
+    assert served.json()["lagging"] is False
+
+
+async def test_a_lagging_loop_marks_the_request() -> None:
+    release, started = asyncio.Event(), asyncio.Event()
+    release.set()
+    client, admission = admitted(release, started)
+    now = asyncio.get_running_loop().time()
+    admission.meter.expect(now - 0.5)
+    admission.meter.woke(now)
+    async with client:
+        answer = await client.get("/v1/slow")
+    assert answer.status_code == 200 and answer.json()["lagging"] is True
