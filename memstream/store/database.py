@@ -31,7 +31,12 @@ def create_engine(url: str | URL, *, pool_size: int = 5, pre_ping: bool = True) 
         max_overflow=pool_size,
         pool_pre_ping=pre_ping,
         pool_recycle=1800,
-        connect_args={"connect_timeout": 5},
+        # GROUP_CONCAT joins a search's postings into one string per term: MySQL 8 caps it
+        # at 1,024 bytes by default (MariaDB at 1 MB).
+        connect_args={
+            "connect_timeout": 5,
+            "init_command": "SET SESSION group_concat_max_len = 16777216",
+        },
         # An error names its statement, never its values: they are users' messages.
         hide_parameters=True,
     )

@@ -205,25 +205,30 @@ async def test_rows_imported_by_sql_are_indexed_by_the_backfill(
 ) -> None:
     provider = MySQLProvider(db)
     content = "The user restores antique harpsichords in Leipzig."
+    # Any id: one with the separators the postings are joined with is read row by row.
+    ids = [f"import-{tenant}", f"odd\x1fid\x1e-{tenant}"]
     async with db.begin() as conn:
-        await conn.execute(
-            long_term_memory.insert().values(
-                id=f"import-{tenant}",
-                tenant_id=tenant,
-                user_id="u1",
-                agent_id=None,
-                cube_id=USER_PROFILE,
-                memory_type="text_mem",
-                content=content,
-                importance=5,
-                source_event_ids=[],
-                content_hash=content_hash(content),
-                created_at=datetime(2026, 1, 1),
+        for n, memory_id in enumerate(ids):
+            text = content if n == 0 else "The user tunes harpsichords on Sundays."
+            await conn.execute(
+                long_term_memory.insert().values(
+                    id=memory_id,
+                    tenant_id=tenant,
+                    user_id="u1",
+                    agent_id=None,
+                    cube_id=USER_PROFILE,
+                    memory_type="text_mem",
+                    content=text,
+                    importance=5,
+                    source_event_ids=[],
+                    content_hash=content_hash(text),
+                    created_at=datetime(2026, 1, 1),
+                )
             )
-        )
     assert await provider.search(tenant, "u1", None, "harpsichord Leipzig") == []
     backfill = TermBackfill(db, tenant_id=tenant)
-    assert await backfill.run_until_done() == 1
+    assert await backfill.run_until_done() == 2
     found = await provider.search(tenant, "u1", None, "harpsichord Leipzig")
-    assert [m.id for m in found] == [f"import-{tenant}"] and found[0].score == 1.0
+    assert [m.id for m in found] == ids and found[0].score == 1.0
+    assert [m.id for m in await provider.search(tenant, "u1", None, "tunes Sundays")] == ids[1:]
     assert await backfill.tick() == 0  # indexed once
