@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from memstream.broker.security import BrokerSecurity, SaslMechanism, SecurityProtocol
 
 # Tokens a conversation summary is folded to, and what the context window keeps for it.
 SUMMARY_BUDGET_TOKENS = 2000
@@ -23,6 +25,15 @@ class Settings(BaseSettings):
 
     # Public settings (CONTRACT section 1).
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    # How every client memstream builds reaches the broker (memstream.broker.security); an
+    # empty value is unset. docs/security.md says which listener takes which.
+    kafka_security_protocol: SecurityProtocol = "PLAINTEXT"
+    kafka_sasl_mechanism: Literal[""] | SaslMechanism = ""
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: SecretStr = SecretStr("")
+    kafka_ssl_cafile: str = ""
+    kafka_ssl_certfile: str = ""
+    kafka_ssl_keyfile: str = ""
     app_id: str = "memstream"
     topic_prefix: str = "memory."
     database_url: str = "mysql+aiomysql://root@127.0.0.1:3306/memstream"
@@ -150,9 +161,31 @@ class Settings(BaseSettings):
             raise ValueError("summary_budget_tokens must not exceed window_max_tokens")
         return self
 
+    @model_validator(mode="after")
+    def _kafka_security_fits(self) -> Settings:
+        try:
+            self.kafka_security  # noqa: B018 -- building it checks it
+        except ValueError as exc:
+            raise ValueError(f"MEMSTREAM_KAFKA_* security settings: {exc}") from None
+        return self
+
     def topic(self, name: str) -> str:
         """Full topic name for a public or internal topic."""
         return f"{self.topic_prefix}{name}"
+
+    @property
+    def kafka_security(self) -> BrokerSecurity:
+        """How the broker is reached: protocol, SASL credentials, TLS files (built on each
+        call: a cached one would outlive ``model_copy(update=...)``)."""
+        return BrokerSecurity(
+            protocol=self.kafka_security_protocol,
+            sasl_mechanism=self.kafka_sasl_mechanism,
+            sasl_username=self.kafka_sasl_username,
+            sasl_password=self.kafka_sasl_password.get_secret_value(),
+            ssl_cafile=self.kafka_ssl_cafile,
+            ssl_certfile=self.kafka_ssl_certfile,
+            ssl_keyfile=self.kafka_ssl_keyfile,
+        )
 
     @cached_property
     def tenant_of_key(self) -> dict[str, str]:

@@ -9,6 +9,7 @@ from memstream.broker.clients import broker_urls
 from memstream.roles import group_id
 from memstream.streams.config import current
 from memstream.streams.consumer import App
+from memstream.streams.credentials import broker_credentials
 
 settings = current().settings
 roles = current().roles
@@ -25,6 +26,8 @@ app = App(
     group,
     # Reaches the broker as every other client memstream builds does.
     broker=broker_urls(settings),
+    # Faust reads the protocol from its credentials (the URLs' kafka:// only names the driver).
+    broker_credentials=broker_credentials(settings),
     store="memory://",
     # A new consumer group starts at the beginning: nothing published before the first
     # worker started is skipped.

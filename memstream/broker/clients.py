@@ -1,9 +1,10 @@
 """The Kafka clients memstream builds, every one from the same client settings.
 
 ``client_options`` is the one place that says how a client reaches the broker; the consumer,
-producer and admin factories, and Faust's broker configuration, start from it. The client
-package's publisher (``memstream.client.publisher``) builds its own producer with the options
-it documents, so that a platform service need not load the server to publish.
+producer and admin factories, and Faust's broker configuration, start from it, and its
+security options (TLS, SASL) come from ``memstream.broker.security``, which the client
+package's publisher (``memstream.client.publisher``) builds its own producer with too, so that
+a platform service need not load the server to publish.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from memstream.settings import Settings
 
 def client_options(settings: Settings) -> dict[str, Any]:
     """What every client memstream builds is given, whatever its kind."""
-    return {"bootstrap_servers": settings.kafka_bootstrap_servers}
+    return {
+        "bootstrap_servers": settings.kafka_bootstrap_servers,
+        **settings.kafka_security.client_options(),
+    }
 
 
 def make_consumer(settings: Settings, *topics: str, **options: Any) -> AIOKafkaConsumer:
@@ -55,7 +59,7 @@ def group_less_consumer(settings: Settings) -> AIOKafkaConsumer:
 
 def broker_urls(settings: Settings) -> list[str]:
     """Faust's broker URLs for the ``host:port,host:port`` list the clients are given."""
-    servers = str(client_options(settings)["bootstrap_servers"])
+    servers = settings.kafka_bootstrap_servers
     return [f"kafka://{server.strip()}" for server in servers.split(",") if server.strip()]
 
 

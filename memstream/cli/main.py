@@ -133,8 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings(**overrides(args))
     except ValidationError as exc:
+        # A check of several settings together (the broker's security) has no one name.
         problems = "; ".join(
-            f"MEMSTREAM_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+            f"MEMSTREAM_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
+            if e["loc"]
+            else e["msg"]
+            for e in exc.errors()
         )
         print(f"memstream: invalid settings: {problems}", file=sys.stderr)
         return 2

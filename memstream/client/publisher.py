@@ -20,6 +20,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
+from memstream.broker.security import BrokerSecurity
 from memstream.client.events import Event, Topic, checked, rfc3339
 from memstream.contract.errors import ServiceUnavailable
 from memstream.contract.events import MessageType, Role
@@ -48,12 +49,22 @@ class BrokerSettings(Protocol):
     def topic_prefix(self) -> str: ...
     @property
     def max_content_chars(self) -> int: ...
+    @property
+    def kafka_security(self) -> BrokerSecurity: ...
 
 
 def _from_settings(settings: BrokerSettings, options: dict[str, Any]) -> dict[str, Any]:
+    security = settings.kafka_security
     defaults = {
         "topic_prefix": settings.topic_prefix,
         "max_content_chars": settings.max_content_chars,
+        "security_protocol": security.protocol,
+        "sasl_mechanism": security.sasl_mechanism,
+        "sasl_username": security.sasl_username,
+        "sasl_password": security.sasl_password,
+        "ssl_cafile": security.ssl_cafile,
+        "ssl_certfile": security.ssl_certfile,
+        "ssl_keyfile": security.ssl_keyfile,
     }
     return {**defaults, **options}
 
@@ -78,13 +89,35 @@ class Publisher:
         topic_prefix: str = "memory.",
         max_content_chars: int = 32768,
         idempotent: bool = True,
+        security_protocol: str = "PLAINTEXT",
+        sasl_mechanism: str = "",
+        sasl_username: str = "",
+        sasl_password: str = "",
+        ssl_cafile: str = "",
+        ssl_certfile: str = "",
+        ssl_keyfile: str = "",
         **producer_options: Any,
     ) -> None:
         """``idempotent=False`` for a broker without idempotent producers (the bundled broker
-        of ``memstream dev``): event ids still keep what is stored free of duplicates."""
+        of ``memstream dev``): event ids still keep what is stored free of duplicates.
+
+        A secured broker: ``security_protocol`` ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``;
+        SASL needs ``sasl_mechanism`` (``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``),
+        ``sasl_username`` and ``sasl_password``; TLS takes a CA file (the system's CAs when
+        none) and a client certificate and key. ``ValueError`` when they do not fit together.
+        """
         self.bootstrap_servers = bootstrap_servers
         self.topic_prefix = topic_prefix
         self.max_content_chars = max_content_chars
+        self.security = BrokerSecurity(
+            protocol=security_protocol,
+            sasl_mechanism=sasl_mechanism,
+            sasl_username=sasl_username,
+            sasl_password=sasl_password,
+            ssl_cafile=ssl_cafile,
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
+        )
         self._options = {**PRODUCER_SETTINGS, "enable_idempotence": idempotent, **producer_options}
         self._producer: AIOKafkaProducer | None = None
 
@@ -95,14 +128,19 @@ class Publisher:
         return cls(settings.kafka_bootstrap_servers, **_from_settings(settings, options))
 
     async def start(self) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._options)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap_servers,
+            **self.security.client_options(),
+            **self._options,
+        )
         try:
             await producer.start()
         except KafkaConnectionError as exc:
             await producer.stop()
-            raise ServiceUnavailable(
-                f"Kafka at {self.bootstrap_servers} does not answer ({exc})"
-            ) from exc
+            # A refused password or TLS handshake looks like no answer to aiokafka.
+            refusal = await self.security.refusal(self.bootstrap_servers)
+            why = f"Kafka at {self.bootstrap_servers} does not answer ({exc})"
+            raise ServiceUnavailable(f"Kafka: {refusal}" if refusal else why) from exc
         except KafkaError as exc:
             await producer.stop()
             hint = (

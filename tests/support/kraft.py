@@ -1,5 +1,6 @@
 """A Kafka node of a test's own: a new KRaft cluster formatted in a temporary directory, on
-ports of its own, from the jars ``make services`` fetched (``scripts/services.sh``)."""
+ports of its own, from the jars ``make services`` fetched (``scripts/services.sh``); a
+``SecuredKraftNode`` takes clients only over SASL (SCRAM) and TLS."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from tests.support import REPO
+from tests.support.certificates import TlsFiles, tls_files
 from tests.support.settings import free_port
 
 CONF_DIR = REPO / "scripts" / "kafka"
@@ -42,12 +45,16 @@ class KraftNode:
     process: subprocess.Popen[bytes] | None = None
 
     @classmethod
-    def formatted(cls, directory: Path) -> KraftNode:
+    def formatted(cls, directory: Path) -> Self:
         directory.mkdir(parents=True, exist_ok=True)
         node = cls(directory, free_port(), free_port())
-        node._write_properties()
+        node._prepare()
+        node.properties.write_text(node._listeners() + node._common_properties())
         cluster = node._tool("kafka.tools.StorageTool", "random-uuid").strip()
-        node._tool("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(node.properties))
+        node._tool(
+            "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(node.properties),
+            *node._format_options(),
+        )  # fmt: skip
         return node
 
     @property
@@ -107,17 +114,25 @@ class KraftNode:
             check=True, capture_output=True, text=True,
         ).stdout  # fmt: skip
 
-    def _write_properties(self) -> None:
-        # As scripts/services.sh configures the suite's broker, on this node's ports and data.
-        self.properties.write_text(
-            f"""process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:{self.controller_port}
-listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}
+    def _prepare(self) -> None:
+        """What the node needs before its properties are written."""
+
+    def _format_options(self) -> list[str]:
+        return []
+
+    def _listeners(self) -> str:
+        return f"""listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}
 advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
+"""
+
+    def _common_properties(self) -> str:
+        # As scripts/services.sh configures the suite's broker, on this node's ports and data.
+        return f"""process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{self.controller_port}
+controller.listener.names=CONTROLLER
 log.dirs={self.directory / "data"}
 offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
@@ -130,4 +145,49 @@ auto.create.topics.enable=true
 num.partitions=8
 group.initial.rebalance.delay.ms=0
 """
+
+
+SCRAM_USER = "memstream"
+SCRAM_PASSWORD = "memstream-test-secret"
+
+
+@dataclass
+class SecuredKraftNode(KraftNode):
+    """A node whose clients connect over SASL_PLAINTEXT with SCRAM-SHA-512 (on ``port``, also
+    between brokers) or over TLS with a client certificate (on ``ssl_port``); only the
+    controller's own listener is plain."""
+
+    ssl_port: int = field(default_factory=free_port)
+    tls: TlsFiles | None = None
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.ssl_port}"
+
+    def _prepare(self) -> None:
+        self.tls = tls_files(self.directory / "tls")
+
+    def _format_options(self) -> list[str]:
+        # The user exists from the first start: a broker that talks to itself over SASL needs it.
+        return ["--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={SCRAM_PASSWORD}]"]
+
+    def _listeners(self) -> str:
+        assert self.tls is not None
+        sasl, tls = f"SASL_PLAINTEXT://127.0.0.1:{self.port}", f"SSL://127.0.0.1:{self.ssl_port}"
+        jaas = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";'
         )
+        return f"""listeners={sasl},{tls},CONTROLLER://127.0.0.1:{self.controller_port}
+advertised.listeners={sasl},{tls}
+listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=SASL_PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config={jaas}
+ssl.keystore.type=PEM
+ssl.keystore.location={self.tls.broker}
+ssl.truststore.type=PEM
+ssl.truststore.location={self.tls.ca}
+listener.name.ssl.ssl.client.auth=required
+"""

@@ -81,14 +81,18 @@ class WorkerProcess:
         return self.process is not None and self.process.alive()
 
 
-def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``memstream ARGS`` as a separate process with ``settings``."""
+def run_cli(
+    settings: Settings, *args: str, timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``memstream ARGS`` as a separate process with ``settings``; a command still running
+    after ``timeout`` seconds raises ``subprocess.TimeoutExpired``."""
     return subprocess.run(
         memstream_argv(*args),
         env=settings_env(settings),
         capture_output=True,
         text=True,
         cwd=REPO,
+        timeout=timeout,
     )
 
 

@@ -55,9 +55,16 @@ def test_neither_the_client_nor_the_contract_loads_the_server(statement: str) ->
     assert "memstream.settings" not in modules
 
 
-# The one module of memstream's own besides the contract that the client shares with the
-# server: the HTTP retry helper, which imports only httpx and the standard library.
-SHARED_WITH_THE_CLIENT = ("memstream", "memstream.failure", "memstream.failure.http")
+# The modules of memstream's own besides the contract that the client shares with the server:
+# the HTTP retry helper (httpx and the standard library only) and the broker's security
+# options (aiokafka and the standard library only).
+SHARED_WITH_THE_CLIENT = (
+    "memstream",
+    "memstream.failure",
+    "memstream.failure.http",
+    "memstream.broker",
+    "memstream.broker.security",
+)
 
 
 def test_the_client_loads_only_itself_the_contract_and_the_http_retry() -> None:
