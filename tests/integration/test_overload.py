@@ -14,14 +14,19 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from memstream.api.services import Services
+from memstream.contract.api import ContextRequest
 from memstream.launch import Launched, api_url
 from memstream.settings import Settings
+from memstream.store.messages import StoredMessage
+from memstream.text.tokens import count_tokens
 from tests.support import REPO
 from tests.support.processes import start_memstream, worker_metric
 from tests.support.settings import free_port, isolated_settings, unique
@@ -126,3 +131,48 @@ async def test_while_the_loop_lags_the_load_path_answers_short_term_only(
             assert degraded >= sum(r.status_code == 200 for r in answers) > 0
             # Once the loop has caught up, long-term memory is searched again.
             await eventually(searched, within=30, what="long-term memory searched again")
+
+
+async def test_the_load_paths_limits_count_from_the_requests_arrival(services: Settings) -> None:
+    tenant = unique("overload")
+    # Without the cache the turns come from the record, whose reads honour a time limit from
+    # their first await (a Redis command begun past its deadline still completes).
+    opened = Services.open(isolated_settings(redis_url=""))
+    try:
+        said = [
+            ("user", "when does the night train to Vienna leave?"),
+            ("assistant", "it leaves from Lisbon at nine"),
+        ]
+        await opened.messages.insert_many(
+            [
+                StoredMessage(
+                    tenant_id=tenant,
+                    conversation_id="c0",
+                    event_id=f"{tenant}-e{i}",
+                    user_id="u0",
+                    agent_id="a1",
+                    role=role,
+                    message_type="chat",
+                    content=content,
+                    token_count=count_tokens(content),
+                    created_at=datetime(2026, 2, 1, 12, 0, i),
+                    source_conversation_id="c0",
+                )
+                for i, (role, content) in enumerate(said)
+            ]
+        )
+        request = ContextRequest.model_validate(context_body(tenant, 0))
+        loop = asyncio.get_running_loop()
+
+        async def full() -> bool:
+            answer = await opened.loadpath.context(request, arrived=loop.time())
+            return answer.degraded == [] and [m.content for m in answer.messages] == [
+                c for _, c in said
+            ]
+
+        await eventually(full, within=30, what="a full answer")
+        # Arrived long ago (waiting for a slot, say): no time is left to read the turns.
+        late = await opened.loadpath.context(request, arrived=loop.time() - 5)
+        assert "short_term" in late.degraded and late.messages == []
+    finally:
+        await opened.close()
