@@ -14,7 +14,6 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +24,7 @@ from memstream.api.services import Services
 from memstream.contract.api import ContextRequest
 from memstream.launch import Launched, api_url
 from memstream.settings import Settings
-from memstream.store.messages import StoredMessage
-from memstream.text.tokens import count_tokens
+from tests.integration.test_api import chat
 from tests.support import REPO
 from tests.support.processes import start_memstream, worker_metric
 from tests.support.settings import free_port, isolated_settings, unique
@@ -143,24 +141,7 @@ async def test_the_load_paths_limits_count_from_the_requests_arrival(services: S
             ("user", "when does the night train to Vienna leave?"),
             ("assistant", "it leaves from Lisbon at nine"),
         ]
-        await opened.messages.insert_many(
-            [
-                StoredMessage(
-                    tenant_id=tenant,
-                    conversation_id="c0",
-                    event_id=f"{tenant}-e{i}",
-                    user_id="u0",
-                    agent_id="a1",
-                    role=role,
-                    message_type="chat",
-                    content=content,
-                    token_count=count_tokens(content),
-                    created_at=datetime(2026, 2, 1, 12, 0, i),
-                    source_conversation_id="c0",
-                )
-                for i, (role, content) in enumerate(said)
-            ]
-        )
+        await opened.messages.insert_many(chat(tenant, "c0", said))
         request = ContextRequest.model_validate(context_body(tenant, 0))
         loop = asyncio.get_running_loop()
 
