@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.topics import publish
@@ -189,6 +189,27 @@ async def test_vectors_of_deleted_memories_are_never_returned(
     assert await provider.search(tenant, "u1", None, QUESTION) == []
     await provider.delete_user(tenant, "u1")
     assert await provider.search(tenant, "u1", None, QUESTION) == []
+
+
+async def test_a_forget_through_another_replica_is_never_served(
+    db: AsyncEngine, server: str, tenant: str
+) -> None:
+    """A forget removes the rows outright, so the user's counts shrink: a replica whose
+    cached index holds more than the table never serves what it holds."""
+    replica = hybrid(db, server)
+    stored = await MySQLProvider(db).add([memory(tenant, fact) for fact in FACTS])
+    await backfill(db, server, tenant).run_until_done()
+    assert (await replica.search(tenant, "u1", None, QUESTION))[0].id == stored[0].id
+    t = long_term_memory
+    async with db.begin() as conn:
+        await conn.execute(delete(t).where(t.c.tenant_id == tenant, t.c.id == stored[0].id))
+    hits = await replica.search(tenant, "u1", None, QUESTION)
+    assert stored[0].id not in {h.id for h in hits}
+    async with db.begin() as conn:
+        await conn.execute(delete(t).where(t.c.tenant_id == tenant, t.c.user_id == "u1"))
+    assert await replica.search(tenant, "u1", None, QUESTION) == []
+    assert await replica.search(tenant, "u1", None, "Berlin") == []
+    await replica.aclose()
 
 
 async def test_the_agent_cube_and_other_users_stay_apart(
