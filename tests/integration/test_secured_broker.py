@@ -1,7 +1,8 @@
-"""memstream on a broker that takes clients only over SASL (SCRAM-SHA-512) or TLS with a client
-certificate: the worker, Faust's clients, the client package's publisher, ``memstream publish``
-and readiness all reach it through the security settings; a wrong password stops a command
-at once with the broker's reason instead of being waited out as an outage."""
+"""memstream on a broker that takes clients only over SASL (SCRAM-SHA-512), TLS with a client
+certificate, or both (SASL_SSL): the worker, Faust's clients, the client package's publisher,
+``memstream publish`` and readiness all reach it through the security settings; a wrong
+password stops a command at once with the broker's reason instead of being waited out as an
+outage."""
 
 from __future__ import annotations
 
@@ -66,7 +67,21 @@ def tls_settings(node: SecuredKraftNode) -> Settings:
     )
 
 
-LISTENERS = {"sasl_plaintext_scram": sasl_settings, "ssl_client_certificate": tls_settings}
+def sasl_ssl_settings(node: SecuredKraftNode) -> Settings:
+    assert node.tls is not None
+    return sasl_settings(
+        node,
+        kafka_bootstrap_servers=node.sasl_ssl_bootstrap,
+        kafka_security_protocol="SASL_SSL",
+        kafka_ssl_cafile=str(node.tls.ca),
+    )
+
+
+LISTENERS = {
+    "sasl_plaintext_scram": sasl_settings,
+    "ssl_client_certificate": tls_settings,
+    "sasl_ssl_scram": sasl_ssl_settings,
+}
 
 
 @pytest.mark.parametrize("listener", sorted(LISTENERS))

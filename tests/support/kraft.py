@@ -154,15 +154,20 @@ SCRAM_PASSWORD = "memstream-test-secret"
 @dataclass
 class SecuredKraftNode(KraftNode):
     """A node whose clients connect over SASL_PLAINTEXT with SCRAM-SHA-512 (on ``port``, also
-    between brokers) or over TLS with a client certificate (on ``ssl_port``); only the
-    controller's own listener is plain."""
+    between brokers), over TLS with a client certificate (on ``ssl_port``) or over SASL_SSL
+    with SCRAM-SHA-512 (on ``sasl_ssl_port``); only the controller's own listener is plain."""
 
     ssl_port: int = field(default_factory=free_port)
+    sasl_ssl_port: int = field(default_factory=free_port)
     tls: TlsFiles | None = None
 
     @property
     def ssl_bootstrap(self) -> str:
         return f"127.0.0.1:{self.ssl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_ssl_port}"
 
     def _prepare(self) -> None:
         self.tls = tls_files(self.directory / "tls")
@@ -173,18 +178,26 @@ class SecuredKraftNode(KraftNode):
 
     def _listeners(self) -> str:
         assert self.tls is not None
-        sasl, tls = f"SASL_PLAINTEXT://127.0.0.1:{self.port}", f"SSL://127.0.0.1:{self.ssl_port}"
+        clients = ",".join(
+            [
+                f"SASL_PLAINTEXT://127.0.0.1:{self.port}",
+                f"SSL://127.0.0.1:{self.ssl_port}",
+                f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}",
+            ]
+        )
+        protocols = "SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL"
         jaas = (
             "org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";'
         )
-        return f"""listeners={sasl},{tls},CONTROLLER://127.0.0.1:{self.controller_port}
-advertised.listeners={sasl},{tls}
-listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT
+        return f"""listeners={clients},CONTROLLER://127.0.0.1:{self.controller_port}
+advertised.listeners={clients}
+listener.security.protocol.map={protocols},CONTROLLER:PLAINTEXT
 inter.broker.listener.name=SASL_PLAINTEXT
 sasl.enabled.mechanisms=SCRAM-SHA-512
 sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config={jaas}
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={jaas}
 ssl.keystore.type=PEM
 ssl.keystore.location={self.tls.broker}
 ssl.truststore.type=PEM
