@@ -2,7 +2,7 @@
 
 ``client_options`` is the one place that says how a client reaches the broker; the consumer,
 producer and admin factories, and Faust's broker configuration, start from it, and its
-security options (TLS, SASL) come from ``memstream.broker.security``, which the client
+security options (TLS, SASL) come from ``memstream.contract.security``, which the client
 package's publisher (``memstream.client.publisher``) builds its own producer with too, so that
 a platform service need not load the server to publish.
 """

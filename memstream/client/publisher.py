@@ -20,10 +20,10 @@ from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from memstream.broker.security import BrokerSecurity
 from memstream.client.events import Event, Topic, checked, rfc3339
 from memstream.contract.errors import ServiceUnavailable
 from memstream.contract.events import MessageType, Role
+from memstream.contract.security import BrokerSecurity
 
 T = TypeVar("T")
 P = ParamSpec("P")

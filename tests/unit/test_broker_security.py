@@ -11,9 +11,9 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from memstream.broker.clients import client_options
-from memstream.broker.security import BrokerSecurity
 from memstream.cli.main import main
 from memstream.client import Publisher
+from memstream.contract.security import BrokerSecurity
 from memstream.settings import Settings
 from memstream.streams.credentials import broker_credentials
 from tests.support.certificates import TlsFiles, tls_files

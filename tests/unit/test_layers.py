@@ -56,14 +56,11 @@ def test_neither_the_client_nor_the_contract_loads_the_server(statement: str) ->
 
 
 # The modules of memstream's own besides the contract that the client shares with the server:
-# the HTTP retry helper (httpx and the standard library only) and the broker's security
-# options (aiokafka and the standard library only).
+# the HTTP retry helper (httpx and the standard library only).
 SHARED_WITH_THE_CLIENT = (
     "memstream",
     "memstream.failure",
     "memstream.failure.http",
-    "memstream.broker",
-    "memstream.broker.security",
 )
 
 
