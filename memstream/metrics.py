@@ -43,6 +43,12 @@ LOAD_SECONDS = Histogram(
 DEGRADED = Counter(
     "memstream_load_path_degraded_total", "Load path fallbacks and failures, by part.", ["part"]
 )
+SNAPSHOTS = Counter(
+    "memstream_api_snapshots_total",
+    "Snapshots of the cluster this API process computed (the other calls were answered from the"
+    " one kept for MEMSTREAM_API_SNAPSHOT_SECONDS), by view (readiness, pipeline).",
+    ["view"],
+)
 OVERLOAD = Counter(
     "memstream_api_overload_total",
     "API requests an overloaded process refused (503) or answered degraded, by action"

@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8080, ge=1, le=65535)
     api_keys: SecretStr = SecretStr("")
+    # Operators' keys (``key:name``): the cluster-wide views (the dashboard's pipeline panel).
+    api_admin_keys: SecretStr = SecretStr("")
+    # How long /readyz's worker groups and the pipeline panel are kept before one is recomputed.
+    api_snapshot_seconds: float = Field(default=5.0, ge=0)
     # Request bodies larger than this are refused (413) before they are read whole. Open mode
     # (no API keys) is refused on an address other than loopback unless explicitly allowed.
     api_max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
@@ -143,7 +147,7 @@ class Settings(BaseSettings):
             raise ValueError("must not contain { or }")
         return value
 
-    @field_validator("api_keys")
+    @field_validator("api_keys", "api_admin_keys")
     @classmethod
     def _valid_keys(cls, value: SecretStr) -> SecretStr:
         _parse_api_keys(value.get_secret_value())
@@ -191,6 +195,11 @@ class Settings(BaseSettings):
     def tenant_of_key(self) -> dict[str, str]:
         """API key -> tenant id; empty means open (dev) mode."""
         return _parse_api_keys(self.api_keys.get_secret_value())
+
+    @cached_property
+    def operator_of_key(self) -> dict[str, str]:
+        """Operator API key -> the operator's name (``MEMSTREAM_API_ADMIN_KEYS``)."""
+        return _parse_api_keys(self.api_admin_keys.get_secret_value())
 
     @cached_property
     def model_of_target(self) -> dict[str, str]:

@@ -29,3 +29,24 @@ def check_tenant(request: Request, tenant_id: str) -> None:
     keys: dict[str, str] = request.app.state.settings.tenant_of_key
     if keys and authenticate(keys, request.headers.get("authorization", "")) != tenant_id:
         raise ApiError(403, "forbidden", "this API key may not access that tenant")
+
+
+def check_operator(request: Request) -> None:
+    """Views of every tenant: an operator key (``MEMSTREAM_API_ADMIN_KEYS``) when any keys are
+    set, 403 for a tenant's key, 401 for none; open when no keys are set."""
+    settings = request.app.state.settings
+    tenants: dict[str, str] = settings.tenant_of_key
+    operators: dict[str, str] = settings.operator_of_key
+    if not tenants and not operators:
+        return
+    header = request.headers.get("authorization", "")
+    try:
+        authenticate(operators, header)
+        return
+    except ApiError:
+        authenticate(tenants, header)  # 401 for a key of neither
+    raise ApiError(
+        403,
+        "forbidden",
+        "this view covers every tenant: it needs an operator key (MEMSTREAM_API_ADMIN_KEYS)",
+    )

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from memstream.api.app import create_app
-from memstream.api.auth import authenticate
+from memstream.api.auth import authenticate, check_operator
 from memstream.api.gate import Gate
 from memstream.errors import ApiError, ConfigurationError
 from memstream.settings import Settings
@@ -178,3 +178,43 @@ def test_openapi_declares_the_bearer_scheme_errors_and_examples() -> None:
     assert "404" in config
     # Health and metrics are open whatever the keys.
     assert "security" not in document["paths"]["/healthz"]["get"]
+
+
+def _asking(settings: Settings, key: str | None) -> Request:
+    app = Starlette()
+    app.state.settings = settings
+    headers = [] if key is None else [(b"authorization", f"Bearer {key}".encode())]
+    return Request({"type": "http", "headers": headers, "app": app})
+
+
+@pytest.mark.parametrize(
+    ("keys", "admin", "key", "status"),
+    [
+        ("", "", None, None),  # open mode: unchanged
+        ("kt:tenant", "ka:ops", "ka", None),
+        ("kt:tenant", "ka:ops", "kt", 403),
+        ("kt:tenant", "", "kt", 403),  # keys but no operator: nobody sees every tenant
+        ("kt:tenant", "ka:ops", "other", 401),
+        ("kt:tenant", "ka:ops", None, 401),
+        ("", "ka:ops", "ka", None),
+        ("", "ka:ops", None, 401),
+    ],
+)
+def test_cluster_wide_views_need_an_operator_key(
+    keys: str, admin: str, key: str | None, status: int | None
+) -> None:
+    request = _asking(Settings(api_keys=keys, api_admin_keys=admin), key)
+    if status is None:
+        check_operator(request)
+        return
+    with pytest.raises(ApiError) as raised:
+        check_operator(request)
+    assert raised.value.status == status
+
+
+def test_admin_keys_are_a_secret_written_as_api_keys_are() -> None:
+    settings = Settings(api_admin_keys="op-secret-1:ops, op-secret-2:oncall")
+    assert settings.operator_of_key == {"op-secret-1": "ops", "op-secret-2": "oncall"}
+    assert "op-secret" not in repr(settings)
+    with pytest.raises(ValueError):
+        Settings(api_admin_keys="no-name")

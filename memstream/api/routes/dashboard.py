@@ -3,7 +3,9 @@ with the pipeline panel's figures (``/dashboard/pipeline``) and, in open mode, t
 have data (``/dashboard/tenants``), so the page can start on one.
 
 The page asks for the tenant and its API key (or takes ``?tenant=``), so serving it needs
-neither; the pipeline's figures cover every tenant and need a valid key when keys are set.
+neither; the pipeline's figures cover every tenant (lag, dead letters and error rates do not
+split by tenant), so with keys set they need an operator key, and they are computed at most
+once every ``MEMSTREAM_API_SNAPSHOT_SECONDS`` per process (``memstream.snapshot``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import func, select
 
-from memstream.api.auth import authenticate
+from memstream.api.auth import check_operator
 from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
 from memstream.pipeline import Pipeline
+from memstream.snapshot import kept
 from memstream.store.schema import conversation_message
 
 router = APIRouter()
@@ -47,14 +50,12 @@ async def dashboard_static(name: str) -> Response:
 async def pipeline(request: Request, services: ServicesDep) -> dict[str, Any]:
     """Lag and records per second by stage, retries waiting, dead letters by reason, provider
     and LLM error rates (see ``memstream.pipeline``)."""
-    keys: dict[str, str] = services.settings.tenant_of_key
-    if keys:
-        authenticate(keys, request.headers.get("authorization", ""))
-    state = request.app.state
-    if getattr(state, "pipeline", None) is None:
-        state.pipeline = Pipeline(services.settings)
-    panel: Pipeline = state.pipeline
-    return await panel.snapshot()
+    check_operator(request)
+    settings = services.settings
+    panel = kept(
+        request.app.state, "pipeline", Pipeline(settings).snapshot, settings.api_snapshot_seconds
+    )
+    return await panel.get()
 
 
 @router.get("/dashboard/tenants", include_in_schema=False)

@@ -1,18 +1,21 @@
 """``/healthz`` (process up), ``/readyz`` (database, cache and broker reachable; the workers'
-consumer group, required with ``?workers=true``), ``/metrics``."""
+consumer group, required with ``?workers=true``, kept for ``MEMSTREAM_API_SNAPSHOT_SECONDS``
+so that callers without a key cannot make the API open broker clients in a loop), ``/metrics``."""
 
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from memstream import readiness
 from memstream.api.services import Services, ServicesDep
+from memstream.snapshot import kept
 
 router = APIRouter()
 
@@ -23,9 +26,11 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(services: ServicesDep, workers: bool = False) -> JSONResponse:
+async def readyz(request: Request, services: ServicesDep, workers: bool = False) -> JSONResponse:
     checks = await _readiness(services)
-    found = await readiness.workers(services.settings)
+    settings = services.settings
+    compute = partial(readiness.workers, settings)
+    found = await kept(request.app.state, "readiness", compute, settings.api_snapshot_seconds).get()
     if workers:
         checks["workers"] = found.check()
     ready = all(v in ("ok", "disabled") for v in checks.values())

@@ -4,7 +4,8 @@
 "use strict";
 
 const COLORS = ["#3b5bdb", "#0ca678", "#f08c00", "#ae3ec9", "#e03131", "#1098ad"];
-const state = { tenant: "", key: "", cube: null };
+// ``refused``: the key the pipeline view answered 403 to (a tenant's key, not an operator's).
+const state = { tenant: "", key: "", cube: null, refused: null };
 const charts = {};
 const data = {};
 window.dashboard = { charts, data, state, ready: false, loads: 0, pipelineLoads: 0 };
@@ -184,9 +185,19 @@ function renderPipeline(p) {
 async function loadPipeline() {
   const headers = state.key ? { Authorization: `Bearer ${state.key}` } : {};
   const el = $("pipeline-error");
+  if (state.refused === state.key) return;
   try {
     const response = await fetch("/dashboard/pipeline", { headers });
     const body = await response.json();
+    const grid = document.querySelector("#pipeline .pipeline");
+    grid.hidden = response.status === 403;
+    if (response.status === 403) {
+      // Not asked again with this key: the panel covers every tenant, a tenant's key never will.
+      state.refused = state.key;
+      el.textContent = "The pipeline covers every tenant: it needs an operator key.";
+      el.hidden = false;
+      return;
+    }
     if (!response.ok) {
       const err = body && body.error ? `${body.error.code}: ${body.error.message}` : response.status;
       throw new Error(`pipeline: ${err}`);
@@ -197,8 +208,9 @@ async function loadPipeline() {
   } catch (e) {
     el.textContent = e.message;
     el.hidden = false;
+  } finally {
+    window.dashboard.pipelineLoads += 1;
   }
-  window.dashboard.pipelineLoads += 1;
 }
 
 function showHint(message) {
