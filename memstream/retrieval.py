@@ -37,6 +37,10 @@ REFERENCE_TERMS = 9
 PHRASE_WEIGHT = 0.3
 BACKGROUND_DOCS = 50
 
+QUERY_TERMS = 128
+"""At most this many distinct terms (words plus word pairs) of a query are searched: the
+longest prefix of its tokens within the bound (docs/design/builtin-store.md, "Bounds")."""
+
 
 # --- BM25 index ------------------------------------------------------------------------------
 
@@ -220,11 +224,16 @@ def relevance(
     *,
     k1: float = K1,
     phrase_weight: float = PHRASE_WEIGHT,
+    unread: Mapping[str, int] | None = None,
 ) -> dict[str, float]:
     """``bm25(q, d) / ideal(q)`` per matching document (module docstring), from the postings
     of the query's terms only: ``words`` and ``pairs`` map a term to {document: tf} over all
     ``n_docs`` documents, ``norms`` gives each posted document's length factor. An in-memory
-    index and the stored postings score through this one function, so they agree exactly."""
+    index and the stored postings score through this one function, so they agree exactly.
+    ``unread`` gives the document frequency of terms whose postings were left unread (too
+    common for the search's budget): they still weigh in the ideal, so the others' scores
+    do not rise, and add to no document."""
+    skipped = unread or {}
     if not tokens or not n_docs:
         return {}
     k1p1 = k1 + 1.0
@@ -232,7 +241,7 @@ def relevance(
     ideal = 0.0
     for term, qtf in Counter(tokens).items():
         posting = words.get(term)
-        idf = _idf(n_docs, len(posting) if posting else 0)
+        idf = _idf(n_docs, len(posting) if posting else skipped.get(term, 0))
         ideal += qtf * idf
         if posting:
             weight = qtf * idf * k1p1
@@ -246,6 +255,18 @@ def relevance(
                 for doc, tf in posting.items():
                     raw[doc] += weight * tf / (tf + norms[doc])
     return {doc: value / ideal for doc, value in raw.items()}
+
+
+def query_terms(tokens: Sequence[str], limit: int = QUERY_TERMS) -> list[str]:
+    """The longest prefix of ``tokens`` whose distinct words and word pairs number at most
+    ``limit``: what one query may make a search read and score, however long it is."""
+    seen: set[str] = set()
+    for n, token in enumerate(tokens):
+        new = [token] if n == 0 else [token, *phrases(tokens[n - 1 : n + 1])]
+        seen.update(new)
+        if len(seen) > limit:
+            return list(tokens[:n])
+    return list(tokens)
 
 
 def normalised(relevance: float) -> float:

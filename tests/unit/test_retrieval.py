@@ -7,11 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstream.retrieval import (
+    QUERY_TERMS,
     RELATIVITY,
     LexicalIndex,
     document_terms,
     length_norms,
     mmr,
+    query_terms,
     relativity_filter,
     relevance,
 )
@@ -268,3 +270,57 @@ def test_document_terms_are_what_the_index_counts() -> None:
     assert terms.length == len(tokenize("The support group met; the support group helps."))
     assert terms.words["support"] == 2 and terms.pairs["support group"] == 2
     assert sum(terms.words.values()) == terms.length
+
+
+def _distinct_words(length: int) -> str:
+    """Distinct words ("w0 w1 w2 ...") filling ``length`` characters."""
+    return " ".join(f"w{n}" for n in range(length // 2))[:length]
+
+
+def _distinct_terms(tokens: list[str]) -> int:
+    return len(set(tokens) | set(phrases(tokens)))
+
+
+def test_a_query_of_32768_characters_is_cut_to_the_term_bound() -> None:
+    query = _distinct_words(32_768)
+    assert len(query) == 32_768
+    tokens = tokenize(query)
+    assert _distinct_terms(tokens) > 50 * QUERY_TERMS
+    kept = query_terms(tokens)
+    assert kept == tokens[: len(kept)]  # a prefix, in query order: the same for every call
+    assert _distinct_terms(kept) <= QUERY_TERMS
+    assert _distinct_terms(tokens[: len(kept) + 1]) > QUERY_TERMS  # the longest such prefix
+
+
+def test_a_query_within_the_bound_is_kept_whole_repeats_included() -> None:
+    tokens = tokenize("cello concert in Berlin, the cello concert again, cello " * 20)
+    assert query_terms(tokens) == tokens
+    assert query_terms(tokens, limit=1) == ["cello"]
+    assert query_terms([], limit=4) == []
+
+
+def test_a_term_left_unread_weighs_in_the_ideal_and_leaves_other_scores_as_they_were() -> None:
+    index = LexicalIndex(
+        [("a", "cello concert tonight"), ("b", "cello lesson"), ("c", "concert hall")]
+        + [(f"f{n}", f"filler words number {n}") for n in range(40)]
+    )
+    docs = {"a": "cello concert tonight", "b": "cello lesson", "c": "concert hall"}
+    docs |= {f"f{n}": f"filler words number {n}" for n in range(40)}
+    terms = {doc: document_terms(text) for doc, text in docs.items()}
+    words: dict[str, dict[str, int]] = {}
+    pairs: dict[str, dict[str, int]] = {}
+    for doc, found in terms.items():
+        for term, tf in found.words.items():
+            words.setdefault(term, {})[doc] = tf
+        for term, tf in found.pairs.items():
+            pairs.setdefault(term, {})[doc] = tf
+    norms = length_norms({doc: found.length for doc, found in terms.items()})
+    query = tokenize("cello concert")
+    full = relevance(query, len(docs), words, pairs, norms)
+    assert full == pytest.approx(index.relevance(query))
+    # "concert" left unread: its document frequency still counts, its postings add nothing.
+    unread = {"concert": len(words.pop("concert"))}
+    bounded = relevance(query, len(docs), words, pairs, norms, unread=unread)
+    assert bounded["b"] == pytest.approx(full["b"])  # "b" lacks the unread term
+    assert "c" not in bounded  # only the unread term matched it
+    assert bounded["a"] < full["a"]

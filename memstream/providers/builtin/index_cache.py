@@ -87,6 +87,15 @@ class UserIndexCache:
             if tenant == tenant_id and user_id in (None, user):
                 entry.verified_at = 0.0
 
+    def lock(self, tenant_id: str, user_id: str) -> asyncio.Lock:
+        """The user's lock: held while the user's index loads or changes in place, and while
+        a search ranks over it in a worker thread (so no change lands under that thread)."""
+        key = (tenant_id, user_id)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
     async def get(
         self, tenant_id: str, user_id: str, model: str | None
     ) -> tuple[UserIndex, Fingerprint]:
@@ -107,10 +116,7 @@ class UserIndexCache:
             entry.verified_at, entry.verified = time.monotonic(), fingerprint
             return entry, fingerprint
         # One load per user at a time; the others wait for it instead of loading the same.
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = self._locks[key] = asyncio.Lock()
-        async with lock:
+        async with self.lock(tenant_id, user_id):
             entry = self._entries.get(key)
             # Loaded while this request waited, so from a fingerprint read after this one's.
             if entry is not None and self._usable(entry, counts, exact=False):

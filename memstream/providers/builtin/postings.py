@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import Counter as Metric
-from sqlalchemy import Insert, String, cast, delete, func, select, update
+from sqlalchemy import Insert, String, case, cast, delete, func, select, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -23,6 +23,10 @@ from memstream.store.schema import long_term_memory as t
 from memstream.store.schema import memory_term as p
 
 WORD, PHRASE = 0, 1
+
+POSTINGS_BUDGET = 50_000
+"""At most this many postings are read and scored per search: the query's rarest terms
+first, a term that no longer fits is left unread (docs/design/builtin-store.md, "Bounds")."""
 
 INDEXED = Metric(
     "memstream_memory_terms_indexed_total",
@@ -82,6 +86,9 @@ class Postings:
     pairs: dict[str, dict[str, int]] = field(default_factory=dict)
     lengths: dict[str, int] = field(default_factory=dict)
     cubes: dict[str, str] = field(default_factory=dict)
+    # The document frequency of the terms left unread (over the budget): idf only.
+    unread: dict[str, int] = field(default_factory=dict)
+    count: int = 0  # postings read
 
 
 async def read(
@@ -90,9 +97,12 @@ async def read(
     user_id: str,
     words: Iterable[str],
     pairs: Iterable[str],
+    *,
+    budget: int = POSTINGS_BUDGET,
 ) -> Postings:
     """One statement: the postings of ``words`` and ``pairs`` of the user's live memories and
-    the user's live memory count (N of the idf)."""
+    the user's live memory count (N of the idf); at most ``budget`` postings, rarest terms
+    first (the database sends no postings of a term posting more than the budget)."""
     wanted_words = {w for w in words if len(w) <= TERM_CHARS}
     wanted_pairs = {w for w in pairs if len(w) <= TERM_CHARS}
     out = Postings()
@@ -104,14 +114,7 @@ async def read(
         .where(t.c.tenant_id == tenant_id, t.c.user_id == user_id, t.c.deleted_at.is_(None))
         .scalar_subquery()
     )
-    scope = (
-        p.c.tenant_id == tenant_id,
-        p.c.user_id == user_id,
-        p.c.term.in_(sorted(wanted_words | wanted_pairs)),
-        t.c.tenant_id == tenant_id,
-        t.c.deleted_at.is_(None),
-        t.c.term_count.is_not(None),
-    )
+    scope = _scope(tenant_id, user_id, wanted_words | wanted_pairs)
     joined = p.join(t, t.c.id == p.c.memory_id)
     # One row per term, its postings joined in one string: the driver decodes a thousand
     # rows in milliseconds, one string in well under one (a common word posts thousands).
@@ -129,25 +132,51 @@ async def read(
             p.c.term,
             p.c.field,
             func.count(),
-            func.aggregate_strings(posting, _RECORD),
+            case((func.count() <= budget, func.aggregate_strings(posting, _RECORD)), else_=None),
             live_count,
         )
         .select_from(joined)
         .where(*scope)
         .group_by(p.c.term, p.c.field)
     )
-    for term, field_, count, joined_postings, n_docs in (await conn.execute(query)).all():
+    rows = sorted((await conn.execute(query)).all(), key=lambda row: (int(row[2]), row[0]))
+    kept: list[tuple[str, int, int, str]] = []
+    for term, field_, count, joined_postings, n_docs in rows:
         out.n_docs = int(n_docs)
-        records = [r.split(_FIELD) for r in (joined_postings or "").split(_RECORD)]
+        if joined_postings is None or out.count + count > budget:
+            if field_ == WORD:  # a pair left unread only adds nothing
+                out.unread[term] = int(count)
+            continue
+        out.count += count
+        kept.append((term, field_, count, joined_postings))
+    for term, field_, count, joined_postings in kept:
+        records = [r.split(_FIELD) for r in joined_postings.split(_RECORD)]
         if len(records) != count or any(len(r) != 4 for r in records):
-            # A separator inside an id, or a truncated string: read this user's rows one each.
-            return await _read_rows(conn, scope, joined, live_count, wanted_words, wanted_pairs)
+            # A separator inside an id, or a truncated string: read the kept terms' rows one
+            # posting each.
+            words_kept = {term for term, field_, *_ in kept if field_ == WORD}
+            pairs_kept = {term for term, field_, *_ in kept if field_ == PHRASE}
+            exact = await _read_rows(conn, tenant_id, user_id, live_count, words_kept, pairs_kept)
+            exact.n_docs, exact.unread, exact.count = out.n_docs, out.unread, out.count
+            return exact
         for memory_id, tf, length, cube in records:
             _add(out, wanted_words, wanted_pairs, term, field_, memory_id, tf, length, cube)
     return out
 
 
 _FIELD, _RECORD = "\x1f", "\x1e"  # ASCII unit and record separators
+
+
+def _scope(tenant_id: str, user_id: str, terms: set[str]) -> tuple[Any, ...]:
+    """The postings of ``terms`` of the user's live, indexed memories."""
+    return (
+        p.c.tenant_id == tenant_id,
+        p.c.user_id == user_id,
+        p.c.term.in_(sorted(terms)),
+        t.c.tenant_id == tenant_id,
+        t.c.deleted_at.is_(None),
+        t.c.term_count.is_not(None),
+    )
 
 
 def _add(
@@ -174,14 +203,16 @@ def _add(
 
 async def _read_rows(
     conn: AsyncConnection,
-    scope: tuple[Any, ...],
-    joined: Any,
+    tenant_id: str,
+    user_id: str,
     live_count: Any,
     words: set[str],
     pairs: set[str],
 ) -> Postings:
     """``read`` one posting per row (the slow, always exact form)."""
     out = Postings()
+    joined = p.join(t, t.c.id == p.c.memory_id)
+    scope = _scope(tenant_id, user_id, words | pairs)
     query = (
         select(p.c.memory_id, p.c.term, p.c.field, p.c.tf, t.c.term_count, t.c.cube_id, live_count)
         .select_from(joined)

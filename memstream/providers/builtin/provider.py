@@ -34,6 +34,7 @@ from memstream.retrieval import (
     DocumentTerms,
     document_terms,
     length_norms,
+    query_terms,
     relevance,
 )
 from memstream.store.reads import Reads
@@ -44,6 +45,11 @@ log = logging.getLogger(__name__)
 # Up to this many memories lacking a vector in the cached matrix are looked up by id; more
 # (a cold cache, embeddings just switched on) read all of the user's vectors at once.
 VECTOR_LOOKUP_LIMIT = 2_000
+
+# A search scoring more postings, or fusing over more memories, than this ranks in a worker
+# thread so that the loop keeps serving other requests (about a millisecond of work: smaller
+# ones stay inline, a thread hop would cost more than it saves).
+INLINE_WORK = 2_000
 
 
 class MySQLProvider:
@@ -69,6 +75,7 @@ class MySQLProvider:
         fusion: Literal["rrf", "weighted"] = "weighted",
         rrf_k: int = RRF_K,
         reads: Reads | None = None,
+        postings_budget: int = postings.POSTINGS_BUDGET,
     ) -> None:
         self._engine = engine
         # Writes go to ``engine``; reads to the replica unless this process wrote for the user.
@@ -78,6 +85,7 @@ class MySQLProvider:
             raise ValueError(f"unsupported database dialect {self._dialect!r}")
         self.relativity = relativity
         self.mmr_lambda = mmr_lambda
+        self.postings_budget = postings_budget
         self._cache = UserIndexCache(
             engine,
             users=cache_users,
@@ -214,7 +222,7 @@ class MySQLProvider:
         hybrid with an embeddings client; never fails for the embeddings."""
         if top_k <= 0 or not query.strip():
             return []
-        terms = tokenize(query)
+        terms = query_terms(tokenize(query))
         embedding = self._embed_query(query)
         cubes = readable_cubes(agent_id)
         try:
@@ -235,7 +243,14 @@ class MySQLProvider:
             vectors = await self._user_vectors(
                 tenant_id, user_id, entry, fingerprint, int(query_vector.shape[0])
             )
-            found = rank_hybrid(entry, terms, query_vector, vectors, cubes, top_k, self)
+            if len(entry.items) > INLINE_WORK:
+                # The user's lock keeps a small change from landing in place under the thread.
+                async with self._cache.lock(tenant_id, user_id):
+                    found = await asyncio.to_thread(
+                        rank_hybrid, entry, terms, query_vector, vectors, cubes, top_k, self
+                    )
+            else:
+                found = rank_hybrid(entry, terms, query_vector, vectors, cubes, top_k, self)
             return await self._still_live(tenant_id, user_id, found)
         finally:
             if embedding is not None:
@@ -249,11 +264,23 @@ class MySQLProvider:
         if not terms:
             return []
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            found = await postings.read(conn, tenant_id, user_id, terms, phrases(terms))
-            scores = relevance(
-                terms, found.n_docs, found.words, found.pairs, length_norms(found.lengths)
+            found = await postings.read(
+                conn, tenant_id, user_id, terms, phrases(terms), budget=self.postings_budget
             )
-            pools = lexical_pools(scores, found.cubes.__getitem__, cubes, top_k, self.relativity)
+
+            def rank() -> dict[str, list[tuple[float, str]]]:
+                scores = relevance(
+                    terms,
+                    found.n_docs,
+                    found.words,
+                    found.pairs,
+                    length_norms(found.lengths),
+                    unread=found.unread,
+                )
+                return lexical_pools(scores, found.cubes.__getitem__, cubes, top_k, self.relativity)
+
+            # ``found`` belongs to this call alone: a thread can score it while the loop runs.
+            pools = await asyncio.to_thread(rank) if found.count > INLINE_WORK else rank()
             ids = sorted({doc_id for pool in pools.values() for _, doc_id in pool})
             if not ids:
                 return []

@@ -1,6 +1,7 @@
 """The built-in store's ranking: lexical (BM25 relevance, thresholded, MMR, over the stored
 postings or a cached index) and hybrid (lexical and vector rankings of one user's cached
-memories fused, then MMR). No IO: each runs synchronously, so nothing changes under it."""
+memories fused, then MMR). No IO: each runs synchronously, inline or in a worker thread with
+the user's index lock held (provider.py), so nothing changes under it."""
 
 from __future__ import annotations
 
