@@ -1,6 +1,7 @@
 """A search's work is bounded, on SQLite and the real MariaDB: a user whose many memories share
 one vocabulary still gets the right answer from a bounded read of the postings, and a search
-that ranks many postings does so in a worker thread while the loop serves other requests."""
+that ranks many postings (lexical) or memories (hybrid, with the local fake embeddings server)
+does so in a worker thread while the loop serves other requests."""
 
 from __future__ import annotations
 
@@ -11,16 +12,18 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.memory import USER_PROFILE, NewMemory
+from memstream.embeddings.backfill import EmbeddingBackfill
+from memstream.memory import USER_PROFILE, MemoryItem, NewMemory
 from memstream.providers.builtin import MySQLProvider, postings
 from memstream.providers.builtin import provider as provider_module
 from memstream.providers.builtin.provider import INLINE_WORK
 from memstream.text.terms import phrases, tokenize
+from tests.integration.test_hybrid_search import client, script, server
 from tests.integration.test_mysql_provider import db
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["db"]  # the fixture: SQLite and the real MariaDB
+__all__ = ["db", "script", "server"]  # the fixtures: SQLite and MariaDB, fake embeddings
 
 SHARED = (
     "cello violin garden berlin paris coffee hiking nurse doctor teacher "
@@ -70,6 +73,44 @@ async def test_a_shared_vocabulary_is_read_within_the_budget_and_answers_right(
     assert [m.id for m in bounded[:1]] == [m.id for m in whole[:1]]
 
 
+def held_in_a_thread(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> tuple[asyncio.Event, threading.Event]:
+    """Wrap the provider's real ranking function ``name``: entered in a worker thread, it
+    says so (the first event) and is held until the second is set; on the loop's own thread
+    neither could happen (the wait gives up, the first event is never set)."""
+    loop = asyncio.get_running_loop()
+    ranking = asyncio.Event()
+    served = threading.Event()
+    real = getattr(provider_module, name)
+
+    def observed(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            loop.call_soon_threadsafe(ranking.set)
+            served.wait(timeout=10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(provider_module, name, observed)
+    return ranking, served
+
+
+async def served_while_held(
+    provider: MySQLProvider,
+    tenant: str,
+    query: str,
+    ranking: asyncio.Event,
+    served: threading.Event,
+) -> list[MemoryItem]:
+    """User "big"'s answer to ``query``, once user "small" has been answered while the big
+    search was held in its worker thread."""
+    big = asyncio.create_task(provider.search(tenant, "big", None, query))
+    await asyncio.wait_for(ranking.wait(), timeout=60)
+    small = await provider.search(tenant, "small", None, "marker1 cello")
+    served.set()
+    assert small[0].content.endswith(" marker1")
+    return await big
+
+
 async def test_the_loop_serves_a_small_search_while_a_big_one_ranks(
     db: AsyncEngine, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,26 +120,26 @@ async def test_the_loop_serves_a_small_search_while_a_big_one_ranks(
     query = f"{SHARED} marker5"
     assert len(SHARED.split()) * 200 > INLINE_WORK  # the big search ranks off the loop
 
-    loop = asyncio.get_running_loop()
-    ranking = asyncio.Event()
-    served = threading.Event()
-    real = provider_module.lexical_pools
-
-    def observed(*args: Any, **kwargs: Any) -> Any:
-        # The real ranking, entered and then held until the small search has been answered:
-        # on the loop's own thread that answer could never come (the wait gives up).
-        if threading.current_thread() is not threading.main_thread():
-            loop.call_soon_threadsafe(ranking.set)
-            served.wait(timeout=10)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(provider_module, "lexical_pools", observed)
+    ranking, served = held_in_a_thread(monkeypatch, "lexical_pools")
     searcher = MySQLProvider(db)
-    big = asyncio.create_task(searcher.search(tenant, "big", None, query))
-    await asyncio.wait_for(ranking.wait(), timeout=30)
-    small = await searcher.search(tenant, "small", None, "marker1 cello")
-    served.set()
-    assert small[0].content.endswith(" marker1")
-    found = await big
+    found = await served_while_held(searcher, tenant, query, ranking, served)
     assert found[0].content.endswith(" marker5")
-    assert not big.cancelled()
+
+
+async def test_a_hybrid_search_over_many_memories_ranks_off_the_loop(
+    db: AsyncEngine, server: str, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = MySQLProvider(db, embedder=client(server))
+    await provider.add(shared_vocabulary(tenant, "small", 3))
+    await provider.add(shared_vocabulary(tenant, "big", 3))
+    done = await EmbeddingBackfill(
+        db, client(server), tenant_id=tenant, max_pause_seconds=60.0
+    ).run_until_done()
+    assert done.error is None
+    # More memories than ranked inline; those without a vector yet are found lexically.
+    await provider.add(shared_vocabulary(tenant, "big", INLINE_WORK + 1)[3:])
+
+    ranking, served = held_in_a_thread(monkeypatch, "rank_hybrid")
+    found = await served_while_held(provider, tenant, f"{SHARED} marker1500", ranking, served)
+    assert found[0].content.endswith(" marker1500")
+    await provider.aclose()
