@@ -90,7 +90,7 @@ async def forget_memory(
     provider its agents use or memstream wrote its memories to (an agent that switched
     provider left its memories where they were written). Answers the ids deleted; raises
     ``ProviderUnavailable`` when none was and a provider that may hold it did not answer."""
-    deleted = await router.builtin.delete(tenant_id, [memory_id])
+    deleted = await router.builtin.delete(tenant_id, [memory_id], erase=True)
     unreachable: list[str] = []
     for name in await providers_used(engine, tenant_id):
         try:

@@ -171,15 +171,17 @@ class MySQLProvider:
             raise RuntimeError(f"memories not stored: {missing[:3]}")
         return [stored[k] for k in keys]
 
-    async def delete(self, tenant_id: str, ids: Sequence[str]) -> list[str]:
-        """Delete memories of ``tenant_id`` by id; answers the ids that were live. Their rows
-        stay as tombstones without their text: a user who deletes a memory expects its words
-        gone, not kept until the user is forgotten."""
+    async def delete(self, tenant_id: str, ids: Sequence[str], *, erase: bool = False) -> list[str]:
+        """Delete memories of ``tenant_id`` by id; answers the ids that were live. With
+        ``erase`` (a user deleting a memory, who expects its words gone rather than kept until
+        the user is forgotten) the tombstone rows lose their text and vectors too; a memory
+        superseded by a newer one keeps its text, the record of what was once known."""
         deleted: list[str] = []
         async with self._engine.begin() as conn:
             for chunk in sql.chunks(sorted(set(ids))):
                 expired = await sql.expire(conn, sql.by_ids(tenant_id, chunk))
-                await sql.erase(conn, tenant_id, expired)
+                if erase:
+                    await sql.erase(conn, tenant_id, expired)
                 deleted += expired
             await postings.remove(conn, tenant_id, deleted)
         if deleted:
