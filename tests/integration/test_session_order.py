@@ -4,8 +4,8 @@ and no memory is lost or stored twice."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -117,11 +117,19 @@ async def test_every_user_ends_with_the_newer_fact_through_worker_faults(
     await publish(settings, "session-ended", [ended(tenant, u, 1) for u in users])
     await publish(settings, "session-ended", [ended(tenant, u, 2) for u in users])
     memory[0].kill()
-    await asyncio.sleep(2)
     memory.append(start_worker(own_port(settings), "memory-3", stages="summary,longterm"))
-    await asyncio.sleep(4)
+
+    def joined(worker: Any) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return "Joined group" in worker.log()
+
+        return check
+
+    # Each next fault waits until the worker just started has joined its group, so that the
+    # rebalances overlap the chain instead of following a clock.
+    await eventually(joined(memory[2]), within=60, what="the third memory worker joining")
     history = start_worker(settings, "history-2", stages="history")
-    await asyncio.sleep(4)
+    await eventually(joined(history), within=60, what="the second history worker joining")
     memory[1].stop()
 
     async def settled() -> bool:
