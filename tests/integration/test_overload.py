@@ -37,6 +37,17 @@ BURST = 40
 OVERLOAD = "memstream_api_overload_total"
 
 
+async def accepted(port: int, count: int) -> bool:
+    """Whether at least ``count`` connections to ``port`` on this host are established."""
+    established = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in list(lines)[1:]:
+                local, state = line.split()[1], line.split()[3]
+                established += state == "01" and int(local.rsplit(":", 1)[1], 16) == port
+    return established >= count
+
+
 @contextmanager
 def api(**overrides: Any) -> Iterator[tuple[Launched, Settings]]:
     settings = isolated_settings(api_port=free_port(), log_level="WARNING", **overrides)
@@ -113,7 +124,12 @@ async def test_while_the_loop_lags_the_load_path_answers_short_term_only(
                     asyncio.create_task(client.post("/v1/context", json=context_body(tenant, n)))
                     for n in range(1, 6)
                 ]
-                await asyncio.sleep(0.5)  # the requests reach the stopped process's socket
+                # The kernel accepts the connections for the stopped process.
+                await eventually(
+                    lambda: accepted(settings.api_port, 5),
+                    within=10,
+                    what="the requests reaching the stopped process's socket",
+                )
             finally:
                 os.kill(launched.pid, signal.SIGCONT)
             answers = await asyncio.gather(*pending)
