@@ -3,6 +3,8 @@
 Every failure (HTTP status, timeout, connection, a body that is not a completion, an empty
 completion) is an ``LLMError`` whose ``kind`` says which, so that callers can degrade (rule-based
 judge, extractive summary) and count why. The API key is sent as a Bearer token and never logged.
+An error's message never quotes the server's reply, which may be model output about users'
+text: the start of the reply is logged at DEBUG only.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import httpx
 from prometheus_client import Counter, Histogram
 
 from memstream.errors import ConfigurationError, LLMError
-from memstream.failure.http import describe, error_snippet, snippet
+from memstream.failure.http import describe, log_reply
 
 if TYPE_CHECKING:
     from memstream.settings import Settings
@@ -138,18 +140,14 @@ class LLMClient:
                 "connection", f"the LLM at {self.url} is not reachable: {describe(exc)}"
             ) from None
         if response.is_error:
-            raise LLMError(
-                "http",
-                f"the LLM at {self.url} answered HTTP {response.status_code}: "
-                f"{error_snippet(response)}",
-            )
+            log_reply(log, self.url, response.text)
+            raise LLMError("http", f"the LLM at {self.url} answered HTTP {response.status_code}")
         try:
             body = response.json()
         except ValueError:
+            log_reply(log, self.url, response.text)
             raise LLMError(
-                "bad_response",
-                f"the LLM at {self.url} answered a body that is not JSON: "
-                f"{snippet(response.text)!r}",
+                "bad_response", f"the LLM at {self.url} answered a body that is not JSON"
             ) from None
         return self._content(body)
 
@@ -157,10 +155,10 @@ class LLMClient:
         try:
             content = body["choices"][0]["message"]["content"]  # type: ignore[index]
         except (KeyError, IndexError, TypeError):
+            log_reply(log, self.url, body)
             raise LLMError(
                 "bad_response",
-                f"the LLM at {self.url} answered without choices[0].message.content: "
-                f"{snippet(str(body))!r}",
+                f"the LLM at {self.url} answered without choices[0].message.content",
             ) from None
         if isinstance(content, list):
             # Some servers answer content parts instead of one string.

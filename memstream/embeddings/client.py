@@ -6,7 +6,8 @@ HTTP 429 or a transient 5xx) is tried again after a capped exponential backoff
 (``memstream.failure.http``), one refused for its data (any other 4xx) is not. Every answer is
 checked: one vector per text, every vector of the dimension the first answer had. Vectors come
 back as float32 rows of unit length, so a dot product is a cosine. Every failure is an
-``EmbeddingError``; the API key is never logged.
+``EmbeddingError``; the API key is never logged, and no error quotes the server's reply (it may
+echo the texts): its start is logged at DEBUG only.
 """
 
 from __future__ import annotations
@@ -29,9 +30,8 @@ from memstream.failure.http import (
     HttpRetry,
     RetryLater,
     describe,
-    error_snippet,
+    log_reply,
     retry_after,
-    snippet,
 )
 
 if TYPE_CHECKING:
@@ -176,29 +176,29 @@ class EmbeddingClient:
             raise TimeoutError from None
         except httpx.HTTPError as exc:
             raise RetryLater(f"not reachable: {describe(exc)}") from None
+        if response.is_error:
+            log_reply(log, self.url, response.text)
         if response.status_code in RETRY_STATUS:
-            raise RetryLater(
-                f"HTTP {response.status_code}: {error_snippet(response)}",
-                after=retry_after(response),
-            )
+            raise RetryLater(f"HTTP {response.status_code}", after=retry_after(response))
         if response.is_error:
             raise EmbeddingError(
                 f"the embeddings endpoint {self.url} refused the request with HTTP "
-                f"{response.status_code}: {error_snippet(response)}"
+                f"{response.status_code}"
             )
         try:
             return response.json()
         except ValueError:
+            log_reply(log, self.url, response.text)
             raise EmbeddingError(
-                f"the embeddings endpoint {self.url} answered a body that is not JSON: "
-                f"{snippet(response.text)!r}"
+                f"the embeddings endpoint {self.url} answered a body that is not JSON"
             ) from None
 
     def _vectors(self, body: Any, count: int) -> Vectors:
         """The ``count`` vectors of an answer as unit-length float32 rows, in input order."""
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
-            raise self._bad(f"answered without a data list: {snippet(str(body))!r}")
+            log_reply(log, self.url, body)
+            raise self._bad("answered without a data list")
         if len(data) != count:
             raise self._bad(f"answered {len(data)} vectors for {count} texts")
         rows: list[Any] = [None] * count

@@ -4,13 +4,16 @@ memstream has (the LLM, the embeddings endpoint, MemOS and Mem0, the query API's
 Each client says which of its failures are worth another try (by raising :class:`RetryLater`
 from an attempt, or with a predicate of its own); :class:`HttpRetry` pauses between attempts,
 doubling from ``first`` up to ``cap`` with a random spread (so concurrent callers do not retry
-in step), and never shorter than the server's ``Retry-After`` (up to the cap). Only httpx and
-the standard library are imported: the client package uses this without loading the server.
+in step), and never shorter than the server's ``Retry-After`` (up to the cap). A failure's
+message says how a call failed, never what the server answered: ``log_reply`` keeps the start
+of the reply at DEBUG. Only httpx and the standard library are imported: the client package
+uses this without loading the server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random
 import time
@@ -111,24 +114,15 @@ def retry_after(response: httpx.Response) -> float | None:
 
 
 def snippet(value: object) -> str:
-    """``value`` as one line of at most ``SNIPPET_CHARS`` characters, for an error message."""
+    """``value`` as one line of at most ``SNIPPET_CHARS`` characters."""
     text = " ".join(str(value).split())
     return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "..."
 
 
-def error_snippet(response: httpx.Response) -> str:
-    """The server's own error message when it sends the usual ``{"error": {...}}``."""
-    try:
-        body = response.json()
-    except ValueError:
-        return snippet(response.text) or response.reason_phrase
-    if isinstance(body, dict):
-        error = body.get("error", body.get("detail", body.get("message")))
-        if isinstance(error, dict):
-            error = error.get("message", error)
-        if error:
-            return snippet(str(error))
-    return snippet(response.text)
+def log_reply(logger: logging.Logger, where: str, reply: object) -> None:
+    """The start of a server's reply, at DEBUG only: a reply may quote users' text (their
+    memories, a model's output about their messages), so no failure's message carries it."""
+    logger.debug("%s answered: %s", where, snippet(reply))
 
 
 def describe(exc: httpx.HTTPError) -> str:

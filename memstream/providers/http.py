@@ -12,7 +12,7 @@ faster the second time, and on the load path a retry would only double the wait.
 API keys travel in headers only; no message here ever contains a header, so a key is never
 logged or put into an exception. Nor does a message carry what the server answered: a reply
 may quote users' memories, and a failure's message reaches logs and the API's 503 answers.
-The start of the reply is logged at DEBUG only (``reply_logged``).
+The start of the reply is logged at DEBUG only (``log_reply``).
 
 Metrics (label values are bounded: provider names and call names, never ids):
     ``memstream_provider_seconds{provider,call}``   latency of a logical call, retries included
@@ -34,7 +34,7 @@ import httpx
 from prometheus_client import Counter, Histogram
 
 from memstream.errors import ConfigurationError, ProviderUnavailable
-from memstream.failure.http import RETRY_STATUS, HttpRetry, describe, snippet
+from memstream.failure.http import RETRY_STATUS, HttpRetry, describe, log_reply
 from memstream.memory import MEMORY_TYPES, USER_PROFILE, MemoryKind, NewMemory
 
 log = logging.getLogger(__name__)
@@ -61,11 +61,6 @@ class ProviderCallFailed(ProviderUnavailable):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
-
-
-def reply_logged(where: str, reply: object) -> None:
-    """The start of a server's reply, at DEBUG only: it may quote users' text."""
-    log.debug("%s answered: %s", where, snippet(reply))
 
 
 def base_url_of(url: str, what: str) -> str:
@@ -181,7 +176,7 @@ class ProviderHttp:
                 f"{where} is not reachable: {describe(exc)}", retryable=True
             ) from None
         if response.is_error:
-            reply_logged(where, response.text)
+            log_reply(log, where, response.text)
             raise ProviderCallFailed(
                 f"{where} answered HTTP {response.status_code}",
                 retryable=response.status_code in RETRY_STATUS,
@@ -190,7 +185,7 @@ class ProviderHttp:
         try:
             body = response.json()
         except ValueError:
-            reply_logged(where, response.text)
+            log_reply(log, where, response.text)
             raise ProviderCallFailed(
                 f"{where} answered a body that is not JSON",
                 retryable=False,
@@ -199,10 +194,10 @@ class ProviderHttp:
         try:
             return parse(body)
         except ProviderCallFailed:
-            reply_logged(where, body)
+            log_reply(log, where, body)
             raise
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-            reply_logged(where, body)
+            log_reply(log, where, body)
             raise ProviderCallFailed(
                 f"{where} answered a malformed reply ({type(exc).__name__})",
                 retryable=False,

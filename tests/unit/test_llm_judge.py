@@ -5,6 +5,7 @@ judge."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -148,6 +149,34 @@ async def test_failures_fall_back_to_rules(
     assert [c.source_event_ids for c in result.candidates] == [("e3",), ("e5",)]
     assert fallbacks(reason) == before + 1
     assert len(script.requests) == 1
+
+
+PRIVATE = "my bank PIN is 4921"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(status=500),
+        Reply(raw=f"<html>{PRIVATE}</html>"),
+        Reply(f"Sure! {PRIVATE}, so no JSON"),
+    ],
+    ids=["http-error", "non-json-body", "prose"],
+)
+async def test_warnings_never_quote_the_reply(
+    judge: tuple[Judge, Script], reply: Reply, caplog: pytest.LogCaptureFixture
+) -> None:
+    j, script = judge
+    script.replies.append(reply)
+    caplog.set_level(logging.DEBUG, logger="memstream")
+    result = await j.judge(SESSION, agent_id=None)
+    assert result.method == "rules"
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned
+    assert not any(PRIVATE in line or "scripted failure" in line for line in warned)
+    # Kept for whoever debugs the model, at DEBUG only.
+    debug = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
+    assert PRIVATE in debug or "scripted failure" in debug
 
 
 async def test_unreachable_server_falls_back() -> None:

@@ -55,7 +55,7 @@ def parse_decision(raw: str, allowed_ids: Sequence[str]) -> Decision:
         raise MalformedDecision("the answer is not a JSON object")
     action = data.get("action")
     if action not in ("store", "skip"):
-        raise MalformedDecision(f"unknown action {action!r}")
+        raise MalformedDecision(f"the action is not store or skip ({type(action).__name__})")
     raw_ids = data.get("expire_ids", [])
     if raw_ids is None:
         raw_ids = []
@@ -65,9 +65,9 @@ def parse_decision(raw: str, allowed_ids: Sequence[str]) -> Decision:
     ids: list[str] = []
     for value in raw_ids:
         if isinstance(value, bool) or not isinstance(value, str | int):
-            raise MalformedDecision(f"expire id {value!r} is not a string")
+            raise MalformedDecision(f"an expire id is a {type(value).__name__}")
         if str(value) not in allowed:
-            raise MalformedDecision(f"expire id {value!r} is not one of the live memories")
+            raise MalformedDecision("an expire id is not one of the live memories shown")
         if str(value) not in ids:
             ids.append(str(value))
     reason = data.get("reason")

@@ -21,6 +21,7 @@ from prometheus_client import Counter
 
 from memstream.cpu import CpuPool
 from memstream.errors import JudgeOutputError, LLMError
+from memstream.failure.http import snippet
 from memstream.llm import LLMClient
 from memstream.longterm.episodes import ground, select_episodes
 from memstream.longterm.judge.candidates import cut_content
@@ -106,6 +107,7 @@ class Judge:
             candidates = parse_judge_output(text, new)
         except JudgeOutputError as exc:
             log.warning("the LLM judge answered something unusable, using the rules: %s", exc)
+            log.debug("the LLM judge answered: %s", snippet(text))
             return await self._rules(messages, "malformed")
         return await self._result(messages, candidates, "llm", None)
 

@@ -17,7 +17,6 @@ from memstream.longterm.judge.candidates import (
 )
 from memstream.longterm.models import IMPORTANCE_RANGES, Candidate, Category, Scope, SessionMessage
 from memstream.memory import MEMORY_TYPES, MemoryType
-from memstream.text.normalise import collapse_whitespace
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.S)
 _LIST_KEYS = ("memories", "candidates", "items", "results", "facts")
@@ -48,12 +47,7 @@ def _loads(text: str) -> Any:
                 return json.loads(stripped[start : end + 1])
             except ValueError:
                 continue
-    raise JudgeOutputError(f"the judge answered no JSON: {_snippet(text)!r}")
-
-
-def _snippet(text: str, limit: int = 200) -> str:
-    text = collapse_whitespace(text)
-    return text if len(text) <= limit else text[:limit] + "..."
+    raise JudgeOutputError("the judge answered no JSON")
 
 
 def _items_of(data: Any) -> list[Any]:
