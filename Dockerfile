@@ -12,9 +12,10 @@ WORKDIR /src
 COPY requirements.lock ./
 RUN pip install --require-hashes --no-deps -r requirements.lock
 COPY . .
-RUN pip install --no-deps . \
+# The client distribution (clients/python, with the JSON Schemas) and memstream, from the source.
+RUN pip install --no-deps ./clients/python . \
     && pip check \
-    && python -c "from memstream.contract.schemas import validator; validator('message-written.v1')" \
+    && python -c "from memstream_client.contract.schemas import validator; validator('message-written.v1')" \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin memstream
 
 USER memstream

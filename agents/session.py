@@ -10,7 +10,6 @@ from typing import Any
 import faust
 
 from memstream import metrics
-from memstream.contract.events import SessionEnded, parse_session_end
 from memstream.events.deadletter import SourceRecord
 from memstream.longterm.history_wait import HistoryOrdering
 from memstream.longterm.payloads import Session, dumps
@@ -20,6 +19,7 @@ from memstream.streams import shared
 from memstream.streams.app import app, settings
 from memstream.streams.stage import Settle
 from memstream.streams.topics import lt_judge, session_ended, summary_check
+from memstream_client.contract.events import SessionEnded, parse_session_end
 
 STAGE = "session"
 HISTORY_WAIT_SECONDS = 30.0

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from bench import coldsearch, ingest, loadpath, locomo, longterm, regex
+from bench import clientimport, coldsearch, ingest, loadpath, locomo, longterm, regex
 
 BENCHMARKS = {
+    "clientimport": clientimport.main,
     "coldsearch": coldsearch.main,
     "ingest": ingest.main,
     "loadpath": loadpath.main,

@@ -19,17 +19,17 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 
-from memstream.contract.api import (
+from memstream.loadpath.window import Message, build_window
+from memstream.settings import Settings
+from memstream.store.cache import RedisCache, decode_member
+from memstream.text.tokens import count_tokens
+from memstream_client.contract.api import (
     ContextMessage,
     ContextRequest,
     ContextResponse,
     LongTerm,
     TokenCounts,
 )
-from memstream.loadpath.window import Message, build_window
-from memstream.settings import Settings
-from memstream.store.cache import RedisCache, decode_member
-from memstream.text.tokens import count_tokens
 
 
 def create_app(settings: Settings) -> FastAPI:

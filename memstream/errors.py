@@ -16,7 +16,7 @@ MemstreamError
 └── ApiError              an error the query API answers with on purpose (status, code)
 
 The root, ``InvalidEvent``, ``ServiceUnavailable`` and ``ApiError`` are defined in
-``memstream.contract.errors`` (the client raises them too, without the server) and are the
+``memstream_client.contract.errors`` (the client raises them too, without the server) and are the
 same classes here.
 """
 
@@ -24,7 +24,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from memstream.contract.errors import ApiError, InvalidEvent, MemstreamError, ServiceUnavailable
+from memstream_client.contract.errors import (
+    ApiError,
+    InvalidEvent,
+    MemstreamError,
+    ServiceUnavailable,
+)
 
 LLMErrorKind = Literal["http", "timeout", "connection", "bad_response", "empty"]
 

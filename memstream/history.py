@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from memstream import metrics
-from memstream.contract.events import MessageWritten, parse_message
 from memstream.errors import InvalidEvent, Refused
 from memstream.events.deadletter import DeadLetter, SourceRecord, dead_letter
 from memstream.failure.classify import TRANSIENT
@@ -30,6 +29,7 @@ from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore, StoredMessage, utc_naive
 from memstream.store.rebuilds import CacheRebuilds
 from memstream.text.tokens import count_tokens
+from memstream_client.contract.events import MessageWritten, parse_message
 
 log = logging.getLogger(__name__)
 

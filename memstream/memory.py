@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Literal
 
 # Defined with the API's bodies (the client needs them too); the server reads them here.
-from memstream.contract.api import MEMORY_TYPES as MEMORY_TYPES
-from memstream.contract.api import MemoryType as MemoryType
+from memstream_client.contract.api import MEMORY_TYPES as MEMORY_TYPES
+from memstream_client.contract.api import MemoryType as MemoryType
 
 USER_PROFILE = "user_profile"
 # A fact is distilled and kept until contradicted; an episode is what was said, dated, kept for

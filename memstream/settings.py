@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from memstream.contract.security import BrokerSecurity, SaslMechanism, SecurityProtocol
+from memstream_client.contract.security import BrokerSecurity, SaslMechanism, SecurityProtocol
 
 # Tokens a conversation summary is folded to, and what the context window keeps for it.
 SUMMARY_BUDGET_TOKENS = 2000
@@ -25,7 +25,7 @@ class Settings(BaseSettings):
 
     # Public settings (CONTRACT section 1).
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
-    # How every client memstream builds reaches the broker (memstream.contract.security); an
+    # How every client memstream builds reaches the broker (memstream_client.contract.security); an
     # empty value is unset. docs/security.md says which listener takes which.
     kafka_security_protocol: SecurityProtocol = "PLAINTEXT"
     kafka_sasl_mechanism: Literal[""] | SaslMechanism = ""

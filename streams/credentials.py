@@ -1,5 +1,5 @@
 """Faust's broker credentials for the security settings every other client memstream builds
-is given (``memstream.contract.security``): Faust builds its consumer, producer and topic
+is given (``memstream_client.contract.security``): Faust builds its consumer, producer and topic
 creation from them, not from aiokafka options."""
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memstream.contract.api import ErrorResponse
 from memstream.errors import ApiError, ProviderUnavailable
+from memstream_client.contract.api import ErrorResponse
 
 log = logging.getLogger(__name__)
 

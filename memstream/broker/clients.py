@@ -2,8 +2,8 @@
 
 ``client_options`` is the one place that says how a client reaches the broker; the consumer,
 producer and admin factories, and Faust's broker configuration, start from it, and its
-security options (TLS, SASL) come from ``memstream.contract.security``, which the client
-package's publisher (``memstream.client.publisher``) builds its own producer with too, so that
+security options (TLS, SASL) come from ``memstream_client.contract.security``, which the client
+package's publisher (``memstream_client.publisher``) builds its own producer with too, so that
 a platform service need not load the server to publish.
 """
 

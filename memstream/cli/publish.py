@@ -13,9 +13,9 @@ from tqdm import tqdm
 
 from memstream.broker.clients import producer
 from memstream.broker.topics import ensure_topics
-from memstream.contract.events import decode_value, parse_message, parse_session_end
 from memstream.errors import InvalidEvent
 from memstream.settings import Settings
+from memstream_client.contract.events import decode_value, parse_message, parse_session_end
 
 INPUT_TOPICS = ("message-written", "session-ended")
 _WINDOW = 2000  # records in flight before waiting for the broker's acknowledgements

@@ -5,5 +5,5 @@ degrading instead of failing; ``recent`` reads a conversation's newest chat turn
 or the record; ``window`` and ``budget`` are its pure rules (which recent messages fit, how
 long-term memory is filtered and fitted to its token budget); ``sensitive`` says which
 memories must not reach a prompt. Its request and answer are the API's bodies
-(``memstream.contract.api``), served as they are. Nothing here imports the API.
+(``memstream_client.contract.api``), served as they are. Nothing here imports the API.
 """

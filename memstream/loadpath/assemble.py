@@ -20,15 +20,6 @@ from typing import TypeVar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream import metrics
-from memstream.contract.api import (
-    DEFAULT_CONTEXT_ROUNDS,
-    ContextItem,
-    ContextMessage,
-    ContextRequest,
-    ContextResponse,
-    LongTerm,
-    TokenCounts,
-)
 from memstream.errors import ProviderUnavailable
 from memstream.loadpath.budget import budget_long_term, memory_line, prepare_items
 from memstream.loadpath.recent import Recent, RecentTurns
@@ -41,6 +32,15 @@ from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore
 from memstream.store.searchstats import SearchStats
 from memstream.store.summaries import SummaryStore
+from memstream_client.contract.api import (
+    DEFAULT_CONTEXT_ROUNDS,
+    ContextItem,
+    ContextMessage,
+    ContextRequest,
+    ContextResponse,
+    LongTerm,
+    TokenCounts,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from memstream.contract.events import SessionEnded
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
+from memstream_client.contract.events import SessionEnded
 
 
 @dataclass(frozen=True, slots=True)

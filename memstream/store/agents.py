@@ -16,8 +16,8 @@ from sqlalchemy import Executable, select
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.contract.api import DEFAULT_CONTEXT_ROUNDS, ProviderName
 from memstream.store.schema import agent_config as t
+from memstream_client.contract.api import DEFAULT_CONTEXT_ROUNDS, ProviderName
 
 # The providers the API's bodies name; one list for the wire and the record.
 Provider = ProviderName

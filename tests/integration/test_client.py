@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from memstream.broker.topics import ensure_topics
-from memstream.client import (
+from memstream.settings import Settings
+from memstream_client import (
     ApiError,
     AsyncClient,
     Client,
@@ -21,8 +22,7 @@ from memstream.client import (
     ServiceUnavailable,
     SyncPublisher,
 )
-from memstream.contract.api import AgentConfigOut, ContextResponse, MemoriesResponse
-from memstream.settings import Settings
+from memstream_client.contract.api import AgentConfigOut, ContextResponse, MemoriesResponse
 from tests.support.faults import TcpProxy
 from tests.support.kafka import read_topic
 from tests.support.processes import api_process

@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from memstream.api.services import Services
-from memstream.contract.api import ContextRequest
 from memstream.launch import Launched, api_url
 from memstream.settings import Settings
+from memstream_client.contract.api import ContextRequest
 from tests.integration.test_api import chat
 from tests.support import REPO
 from tests.support.processes import start_memstream, worker_metric

@@ -1,5 +1,5 @@
-"""The distribution as a platform team installs it: a wheel built from the tracked files,
-installed into an empty venv outside the checkout."""
+"""The distributions as a platform team installs them: memstream's wheel and the client's, built
+from the tracked files and installed into an empty venv outside the checkout."""
 
 from __future__ import annotations
 
@@ -14,75 +14,75 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.distribution import CLIENT, empty_venv, outside_env, tracked_copy
 from tests.support.settings import free_port
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _tracked_copy(dest: Path) -> Path:
-    """The tracked files as they are in the work tree (links kept as links)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for raw in filter(None, listed):
-        name = raw.decode()
-        source, target = REPO / name, dest / name
-        if not source.exists() and not source.is_symlink():
-            continue  # deleted in the work tree, not yet committed
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            target.symlink_to(os.readlink(source))
-        else:
-            target.write_bytes(source.read_bytes())
-    return dest
+# Building two wheels and installing memstream's dependencies into an empty venv takes minutes
+# on a busy machine, more than the suite's default limit.
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(the built wheel, the venv it is installed in)."""
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(memstream's wheel, the client's wheel, the venv both are installed in)."""
     root = tmp_path_factory.mktemp("dist")
-    source = _tracked_copy(root / "src")
+    source = tracked_copy(root / "src")
+    wheels = root / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-         "-w", str(root / "wheels"), str(source)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
+         str(source), str(source / CLIENT)],
         check=True,
+        timeout=600,
     )  # fmt: skip
-    wheel = next((root / "wheels").glob("memstream-*.whl"))
+    server = next(wheels.glob("memstream-*.whl"))
+    client = next(wheels.glob("memstream_client-*.whl"))
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = empty_venv(venv) / "pip"
+    # Both wheels in one call: memstream's memstream-client requirement is met by the client's.
     subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", str(wheel)],
+        [str(pip), "install", "-q", "--disable-pip-version-check", str(server), str(client)],
         check=True,
         timeout=900,
     )
-    return wheel, venv
+    return server, client, venv
 
 
-def test_the_wheel_holds_one_import_package_and_the_schemas(installed: tuple[Path, Path]) -> None:
-    wheel, _ = installed
-    names = zipfile.ZipFile(wheel).namelist()
-    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
-    assert tops == {"memstream"}
-    for schema in ("message-written.v1.json", "session-ended.v1.json", "dead-letter.v1.json"):
-        assert f"memstream/schemas/{schema}" in names
+def test_each_wheel_holds_one_import_package_and_the_schemas(
+    installed: tuple[Path, Path, Path],
+) -> None:
+    server, client, _ = installed
+    names = zipfile.ZipFile(server).namelist()
+    assert _tops(names) == {"memstream"}
     for wiring in ("memstream/agents/history.py", "memstream/streams/app.py"):
         assert wiring in names
+    client_names = zipfile.ZipFile(client).namelist()
+    assert _tops(client_names) == {"memstream_client"}
+    assert "memstream_client/py.typed" in client_names
+    # Both ship the schemas (the client reads its own); the files are the same.
+    for schema in ("message-written.v1.json", "session-ended.v1.json", "dead-letter.v1.json"):
+        assert f"memstream/schemas/{schema}" in names
+        assert f"memstream_client/schemas/{schema}" in client_names
+        assert zipfile.ZipFile(server).read(f"memstream/schemas/{schema}") == zipfile.ZipFile(
+            client
+        ).read(f"memstream_client/schemas/{schema}")
+
+
+def _tops(names: list[str]) -> set[str]:
+    return {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
 
 
 def test_the_installed_command_runs_outside_the_checkout(
-    installed: tuple[Path, Path], tmp_path: Path
+    installed: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
-    _, venv = installed
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTREAM_", "PYTHON"))}
+    _, _, venv = installed
+    env = outside_env()
     run = {"cwd": tmp_path, "env": env, "capture_output": True, "text": True, "timeout": 120}
     help_text = subprocess.run([str(venv / "bin" / "memstream"), "--help"], **run)  # type: ignore[call-overload]
     assert help_text.returncode == 0, help_text.stderr
     assert "worker" in help_text.stdout
     check = (
-        "from memstream.contract.schemas import validator\n"
+        "from memstream.client import Publisher\n"
+        "from memstream_client.contract.schemas import validator\n"
         "v = validator('message-written.v1')\n"
         "good = {'event_id': 'e1', 'tenant_id': 't', 'user_id': 'u', 'agent_id': None,\n"
         "        'conversation_id': 'c', 'role': 'user', 'content': 'hi'}\n"
@@ -98,11 +98,11 @@ def test_the_installed_command_runs_outside_the_checkout(
 
 
 def test_the_installed_dev_command_serves_the_api(
-    installed: tuple[Path, Path], tmp_path: Path
+    installed: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
-    _, venv = installed
+    _, _, venv = installed
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTREAM_", "PYTHON"))}
+    env = outside_env()
     env["MEMSTREAM_API_PORT"] = str(port)
     with (tmp_path / "dev.log").open("wb") as log:
         dev = subprocess.Popen(

@@ -14,11 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from memstream.client import Publisher
 from memstream.errors import ServiceUnavailable
 from memstream.readiness import workers
 from memstream.settings import Settings
 from memstream.store.messages import MessageStore
+from memstream_client import Publisher
 from tests.support.kafka import message
 from tests.support.kraft import SCRAM_PASSWORD, SCRAM_USER, SecuredKraftNode, missing
 from tests.support.processes import WorkerProcess, run_cli

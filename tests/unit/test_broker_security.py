@@ -12,10 +12,10 @@ from pydantic import SecretStr, ValidationError
 
 from memstream.broker.clients import client_options
 from memstream.cli.main import main
-from memstream.client import Publisher
-from memstream.contract.security import BrokerSecurity
 from memstream.settings import Settings
 from memstream.streams.credentials import broker_credentials
+from memstream_client import Publisher
+from memstream_client.contract.security import BrokerSecurity
 from tests.support.certificates import TlsFiles, tls_files
 
 SCRAM = {

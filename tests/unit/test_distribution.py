@@ -1,21 +1,40 @@
-"""What ships with memstream fits together: the license, bounded dependencies, the lock file the
-image installs, and ``.env.example``."""
+"""What ships with memstream fits together: the license, bounded dependencies (memstream's and
+its client distribution's), the lock file the image installs, and ``.env.example``."""
 
 from __future__ import annotations
 
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+import memstream_client
 from memstream.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-RUNTIME = [Requirement(r) for r in PROJECT["dependencies"]]
+CLIENT_ROOT = ROOT / "clients" / "python"
+
+
+def _project(folder: Path) -> dict[str, Any]:
+    project: dict[str, Any] = tomllib.loads(
+        (folder / "pyproject.toml").read_text(encoding="utf-8")
+    )["project"]
+    return project
+
+
+PROJECT = _project(ROOT)
+CLIENT = _project(CLIENT_ROOT)
+# The distributions of this checkout: installed from the source, never from the lock.
+LOCAL = {canonicalize_name(PROJECT["name"]), canonicalize_name(CLIENT["name"])}
+DEPENDENCIES = [Requirement(r) for r in PROJECT["dependencies"]]
+RUNTIME = [
+    r for r in DEPENDENCIES + [Requirement(r) for r in CLIENT["dependencies"]]
+    if canonicalize_name(r.name) not in LOCAL
+]  # fmt: skip
 EXTRAS = [Requirement(r) for reqs in PROJECT["optional-dependencies"].values() for r in reqs]
 LOCK = (ROOT / "requirements.lock").read_text(encoding="utf-8")
 PINNED = {
@@ -24,15 +43,17 @@ PINNED = {
 }
 
 
-def test_the_license_file_is_the_license_the_metadata_names() -> None:
-    assert PROJECT["license"] == "Apache-2.0"
-    assert PROJECT["license-files"] == ["LICENSE"]
-    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+@pytest.mark.parametrize("folder", [ROOT, CLIENT_ROOT], ids=["memstream", "client"])
+def test_the_license_file_is_the_license_the_metadata_names(folder: Path) -> None:
+    project = _project(folder)
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    text = (folder / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
 
 
-@pytest.mark.parametrize("requirement", RUNTIME + EXTRAS, ids=str)
+@pytest.mark.parametrize("requirement", DEPENDENCIES + RUNTIME + EXTRAS, ids=str)
 def test_every_dependency_has_an_upper_bound(requirement: Requirement) -> None:
     assert any(s.operator in {"<", "<=", "==", "~="} for s in requirement.specifier), requirement
 
@@ -44,6 +65,13 @@ def test_the_lock_pins_every_runtime_dependency_within_its_range(
     pinned = PINNED.get(canonicalize_name(requirement.name))
     assert pinned is not None, f"{requirement.name} is not in requirements.lock: run make lock"
     assert requirement.specifier.contains(pinned, prereleases=True), (requirement, pinned)
+
+
+def test_memstream_depends_on_this_checkouts_client_and_the_lock_leaves_it_out() -> None:
+    wanted = [r for r in DEPENDENCIES if canonicalize_name(r.name) == "memstream-client"]
+    assert [str(r.specifier) for r in wanted] == [f"=={memstream_client.__version__}"]
+    assert LOCAL.isdisjoint(PINNED)
+    assert not re.search(r"^-e ", LOCK, re.MULTILINE)
 
 
 def test_every_pin_of_the_lock_carries_hashes() -> None:
@@ -64,7 +92,8 @@ def test_the_image_installs_the_lock_before_the_code() -> None:
     assert "--require-hashes" in lines[locked]
     code = next(i for i, line in enumerate(lines) if line.startswith("COPY . ."))
     assert locked < code
-    assert any("pip install --no-deps ." in line for line in lines[code:])
+    installs = [line.split() for line in lines[code:] if "pip install --no-deps" in line]
+    assert any({"./clients/python", "."} <= set(words) for words in installs), installs
 
 
 def _example() -> dict[str, str]:

@@ -15,7 +15,10 @@ from memstream.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+CLIENT = ROOT / "clients" / "python"
+PAGES = [ROOT / "README.md", CLIENT / "README.md", *sorted(DOCS.rglob("*.md"))]
+# The import packages of the repository: the server's and the client distribution's.
+PACKAGES = (ROOT / "memstream", CLIENT / "memstream_client")
 _CODE = re.compile(r"`([^`\n]+)`")
 
 
@@ -101,11 +104,10 @@ def test_every_route_is_in_the_api_reference() -> None:
 
 
 def _library() -> list[str]:
-    """Every package and top-level module of memstream, as the code map names them: the
-    folders linked into the package by their place in the repository (``agents/``)."""
-    package = ROOT / "memstream"
+    """Every package and top-level module of memstream and of the client, as the code map names
+    them: the folders linked into the package by their place in the repository (``agents/``)."""
     named = []
-    for path in sorted(package.iterdir()):
+    for path in sorted(path for package in PACKAGES for path in package.iterdir()):
         if path.name.startswith(("_", ".")) and path.name != "__main__.py":
             continue
         linked = path.is_symlink()
@@ -164,11 +166,15 @@ def test_every_file_a_code_map_row_names_exists() -> None:
     assert not absent, f"docs/codemap.md names files that do not exist: {absent}"
 
 
-_TOP = ("memstream/", "agents/", "streams/", "tables/", "schemas/", "tests/", "bench/", "docs/")
+_TOP = (
+    "memstream/", "agents/", "streams/", "tables/", "schemas/", "tests/", "bench/", "docs/",
+    "clients/",
+)  # fmt: skip
 
 
 def _module_exists(dotted: str) -> bool:
-    path = ROOT.joinpath(*dotted.split("."))
+    top = CLIENT if dotted.split(".")[0] == "memstream_client" else ROOT
+    path = top.joinpath(*dotted.split("."))
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 
@@ -179,7 +185,7 @@ def test_every_path_and_module_the_docs_name_exists(page: Path) -> None:
         if name.startswith(_TOP) and re.fullmatch(r"[\w./-]+", name):
             if not (ROOT / name).exists():
                 absent.append(name)
-        elif re.fullmatch(r"memstream(\.\w+)+", name) and not _module_exists(name):
+        elif re.fullmatch(r"memstream(_client)?(\.\w+)+", name) and not _module_exists(name):
             absent.append(name)
     assert not absent, f"{page.relative_to(ROOT)} names what is not in the repository: {absent}"
 

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstream.contract.events import parse_session_end
-from memstream.contract.schemas import validator
 from memstream.errors import InvalidEvent
 from memstream.events.deadletter import SourceRecord, dead_letter, kafka_time
 from memstream.history import Triage, triage
 from memstream.store.cache import decode_member, encode_member, score
 from memstream.text.tokens import count_tokens
+from memstream_client.contract.events import parse_session_end
+from memstream_client.contract.schemas import validator
 
 
 def record(value: bytes | None, offset: int = 0, key: bytes | None = b"c1") -> SourceRecord:

@@ -9,10 +9,15 @@ from typing import Any
 import orjson
 import pytest
 
-from memstream.contract.events import MessageWritten, SessionEnded, parse_message, parse_session_end
-from memstream.contract.schemas import load_schema, schema_names, validator
 from memstream.errors import InvalidEvent
 from memstream.events.deadletter import SourceRecord, dead_letter
+from memstream_client.contract.events import (
+    MessageWritten,
+    SessionEnded,
+    parse_message,
+    parse_session_end,
+)
+from memstream_client.contract.schemas import load_schema, schema_names, validator
 
 MAX_CONTENT = 32768  # the default of MEMSTREAM_MAX_CONTENT_CHARS, also the schema's maxLength
 DROP = object()  # marks a field to leave out of the sample

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Query, Request
 from memstream.api.auth import check_tenant
 from memstream.api.errors import NOT_FOUND
 from memstream.api.services import ServicesDep
-from memstream.contract.api import AgentConfigBody, AgentConfigOut, Id
 from memstream.errors import ApiError
 from memstream.store.agents import AgentConfig
+from memstream_client.contract.api import AgentConfigBody, AgentConfigOut, Id
 
 router = APIRouter()
 

@@ -8,7 +8,7 @@ from memstream import metrics
 from memstream.api.auth import check_tenant
 from memstream.api.overload import ARRIVED, LAGGING
 from memstream.api.services import ServicesDep
-from memstream.contract.api import ContextRequest, ContextResponse
+from memstream_client.contract.api import ContextRequest, ContextResponse
 
 router = APIRouter()
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 
 from memstream.api.auth import check_tenant
 from memstream.api.services import ServicesDep
-from memstream.contract.api import Id, MessagesResponse, StoredMessageOut
+from memstream_client.contract.api import Id, MessagesResponse, StoredMessageOut
 
 router = APIRouter()
 

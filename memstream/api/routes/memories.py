@@ -12,7 +12,10 @@ from memstream import forget
 from memstream.api.auth import check_tenant
 from memstream.api.errors import NOT_FOUND
 from memstream.api.services import ServicesDep
-from memstream.contract.api import (
+from memstream.errors import ApiError
+from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
+from memstream.providers import degraded
+from memstream_client.contract.api import (
     AddMemoryRequest,
     DeletedResponse,
     Id,
@@ -20,9 +23,6 @@ from memstream.contract.api import (
     MemoryOut,
     SearchRequest,
 )
-from memstream.errors import ApiError
-from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
-from memstream.providers import degraded
 
 router = APIRouter()
 

@@ -21,7 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.api.auth import check_tenant
 from memstream.api.services import ServicesDep
-from memstream.contract.api import Id
 from memstream.errors import ApiError
 from memstream.memory import MEMORY_TYPES, USER_PROFILE
 from memstream.store.messages import utc_naive
@@ -29,6 +28,7 @@ from memstream.store.schema import conversation_message as messages
 from memstream.store.schema import long_term_memory as memories
 from memstream.store.schema import provider_memory, search_stat
 from memstream.store.searchstats import LATENCY_BUCKETS, latency_quantile
+from memstream_client.contract.api import Id
 
 router = APIRouter()
 

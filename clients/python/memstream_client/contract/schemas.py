@@ -1,7 +1,9 @@
 """The JSON Schemas of the public events (``schemas/*.json``, the source of truth) and validators.
 
-The repository's top-level ``schemas/`` folder is installed as ``memstream/schemas`` (package
-data), so a checkout, an editable install and a wheel all find it in the same place.
+The repository's top-level ``schemas/`` folder is installed as ``memstream_client/schemas``
+(package data; a link to it in a checkout), so a checkout, an editable install and a wheel all
+find it in the same place. jsonschema is imported on the first validator, not with this module:
+the client's import stays light.
 """
 
 from __future__ import annotations
@@ -9,12 +11,13 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator, TypeChecker, validators
-from jsonschema.protocols import Validator
+if TYPE_CHECKING:
+    from jsonschema import TypeChecker
+    from jsonschema.protocols import Validator
 
-SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"  # memstream/schemas
+SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"  # memstream_client/schemas
 
 
 def _is_integer(checker: TypeChecker, instance: Any) -> bool:
@@ -22,13 +25,6 @@ def _is_integer(checker: TypeChecker, instance: Any) -> bool:
     # models refuse floats as ids: a validator that agreed with JSON Schema here would pass
     # records that then go to the dead-letter topic.
     return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-# The stubs leave ``extend`` untyped; it returns a validator class.
-_Draft202012Strict: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator,
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
-)
 
 
 def schema_names() -> list[str]:
@@ -63,15 +59,31 @@ def validator(name: str) -> Validator:
     Integers are strict: ``1.0`` is refused where the schema says ``integer`` (see
     ``_is_integer``). ``date-time`` is checked through the ``rfc3339-validator`` package.
     """
+    from jsonschema import Draft202012Validator
+
+    strict = _strict_draft()
     schema = load_schema(name)
-    _Draft202012Strict.check_schema(schema)
-    return _Draft202012Strict(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    strict.check_schema(schema)
+    return strict(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+@cache
+def _strict_draft() -> type[Validator]:
+    """Draft 2020-12 with :func:`_is_integer` for ``integer``."""
+    from jsonschema import Draft202012Validator, validators
+
+    # The stubs leave ``extend`` untyped; it returns a validator class.
+    strict: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator,
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+    )
+    return strict
 
 
 def _schemas_dir() -> Path:
     if not SCHEMAS_DIR.is_dir():
         raise FileNotFoundError(
-            f"the schemas folder {SCHEMAS_DIR} is missing: this memstream installation is "
+            f"the schemas folder {SCHEMAS_DIR} is missing: this memstream-client installation is "
             "incomplete; reinstall it from a wheel or a checkout"
         )
     return SCHEMAS_DIR

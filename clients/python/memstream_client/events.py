@@ -9,11 +9,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 import orjson
-from jsonschema.exceptions import best_match
 
-from memstream.contract.errors import InvalidEvent
-from memstream.contract.events import parse_message, parse_session_end
-from memstream.contract.schemas import validator
+from memstream_client.contract.errors import InvalidEvent
+from memstream_client.contract.events import parse_message, parse_session_end
+from memstream_client.contract.schemas import validator
 
 Topic = Literal["message-written", "session-ended"]
 SCHEMAS: dict[str, str] = {
@@ -52,6 +51,8 @@ def checked(topic: Topic, fields: dict[str, Any], max_content_chars: int) -> Eve
     the worker reads it (so a refusal names the reason it would dead-letter it with: the content
     limit, calendar edges) and against the topic's JSON Schema; ``InvalidEvent`` when either
     refuses it."""
+    from jsonschema.exceptions import best_match
+
     event = {k: v for k, v in fields.items() if v is not None}
     event.setdefault("event_id", new_event_id())
     try:

@@ -4,8 +4,8 @@ the same calls with the same typed results, the API's own pydantic models.
 Each call has a time limit; a 503 (the database or a provider is down for a moment) and a
 connection that could not be opened are tried again with a doubling pause, at most
 ``retries`` more times, honouring ``Retry-After``. Any other error answer raises
-:class:`~memstream.errors.ApiError` with the API's status, code and message; no answer at all
-raises :class:`~memstream.errors.ServiceUnavailable`.
+:class:`~memstream_client.ApiError` with the API's status, code and message; no answer at all
+raises :class:`~memstream_client.ServiceUnavailable`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from memstream.contract.api import (
+from memstream_client.contract.api import (
     AddMemoryRequest,
     AgentConfigBody,
     AgentConfigOut,
@@ -33,8 +33,8 @@ from memstream.contract.api import (
     ProviderName,
     SearchRequest,
 )
-from memstream.contract.errors import ApiError, ServiceUnavailable
-from memstream.failure.http import HttpRetry, RetryLater, retry_after
+from memstream_client.contract.errors import ApiError, ServiceUnavailable
+from memstream_client.retry import HttpRetry, RetryLater, retry_after
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

@@ -21,7 +21,7 @@ from pydantic import (
     ValidationError,
 )
 
-from memstream.contract.errors import InvalidEvent
+from memstream_client.contract.errors import InvalidEvent
 
 SUB_AGENT_PREFIX = "agent:"
 TIMESTAMP_FIELDS = ("created_at", "ended_at")

@@ -4,7 +4,8 @@ checked before it is sent, keyed by its conversation, through an idempotent prod
 ``Publisher`` is for asyncio code; ``SyncPublisher`` runs one in a thread of its own for code
 that is not. The producer waits for every in-sync replica and is idempotent, so its own retries
 neither duplicate nor reorder a conversation's events; the event id makes a publish that the
-caller repeats harmless too (the record stores an event id once).
+caller repeats harmless too (the record stores an event id once). aiokafka is imported when a
+publisher starts, not with this module: code that only calls the API does not load it.
 """
 
 from __future__ import annotations
@@ -15,20 +16,20 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
 
-from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from memstream_client.contract.errors import ServiceUnavailable
+from memstream_client.contract.events import MessageType, Role
+from memstream_client.contract.security import BrokerSecurity
+from memstream_client.events import Event, Topic, checked, rfc3339
 
-from memstream.client.events import Event, Topic, checked, rfc3339
-from memstream.contract.errors import ServiceUnavailable
-from memstream.contract.events import MessageType, Role
-from memstream.contract.security import BrokerSecurity
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaProducer
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
-# aiokafka's producer as memstream.client sets it up; the same in confluent-kafka (librdkafka)
+# aiokafka's producer as memstream_client sets it up; the same in confluent-kafka (librdkafka)
 # is in docs/api.md. murmur2 is aiokafka's (and Java's) partitioner: every producer of a topic
 # must hash keys alike, or one conversation's events land on two partitions.
 PRODUCER_SETTINGS: dict[str, Any] = {
@@ -128,6 +129,9 @@ class Publisher:
         return cls(settings.kafka_bootstrap_servers, **_from_settings(settings, options))
 
     async def start(self) -> None:
+        from aiokafka import AIOKafkaProducer
+        from aiokafka.errors import KafkaConnectionError, KafkaError
+
         producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap_servers,
             **self.security.client_options(),
@@ -220,9 +224,11 @@ class Publisher:
         return await self.send(checked("session-ended", fields, self.max_content_chars))
 
     async def send(self, event: Event) -> Published:
-        """Send an event built by ``memstream.client.events.checked``."""
+        """Send an event built by ``memstream_client.events.checked``."""
         if self._producer is None:
             raise RuntimeError("the publisher is not started: use `async with` or start()")
+        from aiokafka.errors import KafkaError
+
         topic = f"{self.topic_prefix}{event.topic}"
         try:
             stored = await self._producer.send_and_wait(topic, event.value, key=event.key)

@@ -1,8 +1,9 @@
 """How a Kafka client reaches a secured broker: TLS (``SSL``), SASL, or both (``SASL_SSL``).
 
 The server's clients (``memstream.broker.clients``, Faust's broker credentials) and the client
-package's publisher build their options here, so this module imports aiokafka and the standard
-library only: the client loads it without loading the server.
+package's publisher build their options here, so this module needs aiokafka and the standard
+library only, and aiokafka only once a TLS context is built or a broker probed: the client loads
+it without loading the server or the broker client.
 """
 
 from __future__ import annotations
@@ -13,31 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from aiokafka.conn import create_conn
-from aiokafka.errors import (
-    AuthenticationFailedError,
-    AuthenticationMethodNotSupported,
-    IllegalSaslStateError,
-    KafkaError,
-    SaslAuthenticationFailed,
-    UnsupportedSaslMechanismError,
-)
-from aiokafka.helpers import create_ssl_context
-
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 PROTOCOLS: tuple[str, ...] = get_args(SecurityProtocol)
 MECHANISMS: tuple[str, ...] = get_args(SaslMechanism)
 
-# What the broker answers a client whose credentials or SASL mechanism it does not accept;
-# aiokafka's bootstrap hides them behind "Unable to bootstrap", which reads like an outage.
-_REFUSALS = (
-    SaslAuthenticationFailed,
-    AuthenticationFailedError,
-    AuthenticationMethodNotSupported,
-    UnsupportedSaslMechanismError,
-    IllegalSaslStateError,
-)
 PROBE_SECONDS = 10.0
 
 
@@ -113,6 +94,8 @@ class BrokerSecurity:
         """The TLS context of a TLS protocol (the system's CAs when no CA file is given)."""
         if not self.tls:
             return None
+        from aiokafka.helpers import create_ssl_context
+
         context: ssl.SSLContext = create_ssl_context(
             cafile=self.ssl_cafile or None,
             certfile=self.ssl_certfile or None,
@@ -138,6 +121,26 @@ class BrokerSecurity:
         no server answers at all (an outage, not a refusal)."""
         if self.protocol == "PLAINTEXT":
             return None
+        from aiokafka.conn import create_conn
+        from aiokafka.errors import (
+            AuthenticationFailedError,
+            AuthenticationMethodNotSupported,
+            IllegalSaslStateError,
+            KafkaError,
+            SaslAuthenticationFailed,
+            UnsupportedSaslMechanismError,
+        )
+
+        # What the broker answers a client whose credentials or SASL mechanism it does not
+        # accept; aiokafka's bootstrap hides them behind "Unable to bootstrap", which reads like
+        # an outage.
+        refusals = (
+            SaslAuthenticationFailed,
+            AuthenticationFailedError,
+            AuthenticationMethodNotSupported,
+            UnsupportedSaslMechanismError,
+            IllegalSaslStateError,
+        )
         options = self.client_options()
         for server in filter(None, (s.strip() for s in bootstrap_servers.split(","))):
             host, _, port = server.rpartition(":")
@@ -146,7 +149,7 @@ class BrokerSecurity:
                     conn = await create_conn(
                         host.strip("[]"), int(port), request_timeout_ms=5000, **options
                     )
-            except _REFUSALS as exc:
+            except refusals as exc:
                 return (
                     f"{server} refused the {self.sasl_mechanism} credentials of user "
                     f"{self.sasl_username!r} over {self.protocol} ({exc})"

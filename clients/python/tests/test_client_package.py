@@ -1,0 +1,68 @@
+"""The distribution holds what a client needs and nothing of the server: the JSON Schemas of the
+public events, dependencies that cover every import, and none of the server's frameworks."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+import memstream_client
+from memstream_client.contract.schemas import SCHEMAS_DIR, schema_names, validator
+
+DISTRIBUTION = Path(__file__).resolve().parents[1]
+PACKAGE = DISTRIBUTION / "memstream_client"
+PROJECT = tomllib.loads((DISTRIBUTION / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+DEPENDENCIES = {canonicalize_name(Requirement(r).name) for r in PROJECT["dependencies"]}
+# The import name of each dependency that is imported under another name.
+IMPORTED_AS = {"rfc3339-validator": "rfc3339_validator"}
+SERVER = {"faust-streaming", "sqlalchemy", "fastapi", "uvicorn", "aiomysql", "redis", "aiosqlite"}
+
+
+def test_the_package_ships_the_public_schemas() -> None:
+    assert SCHEMAS_DIR.parent == Path(memstream_client.__file__).parent
+    # In a checkout the package's folder is a link to the repository's schemas/, the source of
+    # truth; installed it is a copy of it.
+    source = DISTRIBUTION.parents[1] / "schemas"
+    if source.is_dir():
+        assert schema_names() == sorted(p.stem for p in source.glob("*.json"))
+    assert {"message-written.v1", "session-ended.v1", "dead-letter.v1"} <= set(schema_names())
+    assert validator("session-ended.v1").is_valid(
+        {"event_id": "e1", "tenant_id": "t", "user_id": "u", "conversation_id": "c"}
+    )
+
+
+def test_the_dependencies_are_a_clients_not_the_servers() -> None:
+    assert set() == DEPENDENCIES & SERVER
+    assert {"httpx", "aiokafka", "pydantic"} <= DEPENDENCIES
+
+
+def _third_party_imports() -> dict[str, set[str]]:
+    """Top-level module -> the files of the package that import it (outside the standard
+    library and the package itself)."""
+    found: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "memstream_client":
+                    found.setdefault(top, set()).add(path.name)
+    return found
+
+
+def test_every_import_is_a_declared_dependency() -> None:
+    declared = {IMPORTED_AS.get(name, name.replace("-", "_")) for name in DEPENDENCIES}
+    undeclared = {
+        top: files for top, files in _third_party_imports().items() if top not in declared
+    }
+    assert undeclared == {}, "add these to clients/python/pyproject.toml or drop the imports"
