@@ -88,6 +88,10 @@ class Settings(BaseSettings):
     # After the API changes a user's memories, that user's reads stay on the primary this long,
     # so its own writes are seen while the read replica catches up.
     database_read_sticky_seconds: float = Field(default=5.0, ge=0)
+    # The read replica's lag is read this often (0: never, the replica is always read); while
+    # it is over the maximum, or unknown, the API reads the primary.
+    database_read_lag_check_seconds: float = Field(default=1.0, ge=0)
+    database_read_max_lag_seconds: float = Field(default=5.0, ge=0)
     db_retry_max_seconds: float = Field(default=30.0, gt=0)
     # How long a command waits for a broker that is not ready (a new cluster, a restart)
     # before it fails.

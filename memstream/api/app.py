@@ -49,6 +49,9 @@ def create_app(settings: Settings) -> FastAPI:
             log.warning("MEMSTREAM_API_KEYS is empty: the API is open to every tenant (dev mode)")
         services = Services.open(settings)
         app.state.services = services
+        if services.reads.lag is not None:
+            # The replica is read from the first request on when its lag is known to be low.
+            await services.reads.lag.check()
         try:
             yield
         finally:

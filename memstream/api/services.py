@@ -16,7 +16,7 @@ from memstream.store.agents import AgentConfigStore
 from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine
 from memstream.store.messages import MessageStore
-from memstream.store.reads import Reads
+from memstream.store.reads import Reads, ReplicaLag
 from memstream.store.searchstats import SearchStats
 from memstream.store.summaries import SummaryStore
 
@@ -48,9 +48,16 @@ class Services:
         resources = Resources.open(settings, pre_ping=False)
         engine, cache = resources.engine, resources.cache
         reader = engine
+        lag = None
         if settings.database_read_url.strip():
             reader = create_engine(settings.database_read_url, pre_ping=False)
-        reads = Reads(engine, reader, sticky_seconds=settings.database_read_sticky_seconds)
+            if settings.database_read_lag_check_seconds > 0:
+                lag = ReplicaLag(
+                    reader,
+                    max_seconds=settings.database_read_max_lag_seconds,
+                    every=settings.database_read_lag_check_seconds,
+                )
+        reads = Reads(engine, reader, sticky_seconds=settings.database_read_sticky_seconds, lag=lag)
         router = ProviderRouter(
             engine, settings, config_cache_seconds=settings.agent_config_cache_seconds, reads=reads
         )
@@ -67,6 +74,8 @@ class Services:
             search_stats=search_stats,
         )
         search_stats.start()
+        if lag is not None:
+            lag.start()
         return cls(
             settings=settings,
             engine=engine,
@@ -81,9 +90,15 @@ class Services:
             loadpath=loadpath,
         )
 
+    def message_reads(self) -> MessageStore:
+        """The message store that answers a read now: the replica's unless it lags."""
+        return self.read_messages if self.reads.current() is self.reader else self.messages
+
     async def close(self) -> None:
         """Stop what uses the engine and cache first (the last search statistics are written
         through the engine), then close them."""
+        if self.reads.lag is not None:
+            await self.reads.lag.close()
         await self.loadpath.close()
         await self.search_stats.close()
         await self.router.close()

@@ -4,8 +4,11 @@ reads while the replica lags, and the lag that reads of other writes do see."""
 
 from __future__ import annotations
 
+import fcntl
 import os
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -34,6 +37,18 @@ async def _replicating(replica: AsyncEngine) -> bool:
     async with replica.connect() as conn:
         status = (await conn.execute(text("SHOW SLAVE STATUS"))).mappings().first()
     return status is not None and status["Slave_SQL_Running"] == "Yes"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def replica_to_ourselves() -> Iterator[None]:
+    """These tests stop the shared replica's applier and expect it running otherwise: one
+    test run on the machine at a time uses it (a lock other checkouts' runs take too)."""
+    with (Path(tempfile.gettempdir()) / "memstream-read-replica.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +81,11 @@ async def lagging(replica: AsyncEngine) -> AsyncIterator[AsyncEngine]:
 
 def replica_settings(**overrides: Any) -> Settings:
     return isolated_settings(database_read_url=REPLICA_URL, **overrides)
+
+
+def unwatched_settings(**overrides: Any) -> Settings:
+    """The replica read whatever its lag: what the read-your-writes rule alone does."""
+    return replica_settings(database_read_lag_check_seconds=0, **overrides)
 
 
 def memory(tenant: str, user: str, content: str) -> NewMemory:
@@ -128,7 +148,7 @@ async def test_reads_come_from_the_replica(
 async def test_the_apis_own_writes_are_read_back_while_the_replica_lags(
     tenant: str, lagging: AsyncEngine, engine: AsyncEngine
 ) -> None:
-    async with client_for(replica_settings()) as api:
+    async with client_for(unwatched_settings()) as api:
         await remember(api, tenant, "u1", "The user keeps bees")
         assert await search(api, tenant, "u1", "bees") == ["The user keeps bees"]
         # Written on the primary by another process (the worker, another API replica): not
@@ -149,7 +169,7 @@ async def test_reads_return_to_the_replica_after_the_sticky_time(
         assert answer.status_code == 200, answer.text
         return [m["content"] for m in answer.json()["items"]]
 
-    async with client_for(replica_settings(database_read_sticky_seconds=0.5)) as api:
+    async with client_for(unwatched_settings(database_read_sticky_seconds=0.5)) as api:
         async with replica.connect() as conn:
             await conn.execute(text("STOP SLAVE SQL_THREAD"))
         try:
@@ -173,3 +193,50 @@ async def test_reads_return_to_the_replica_after_the_sticky_time(
             return await listed(api) == ["The user keeps bees"]
 
         await eventually(caught_up, within=30, what="the replica caught up")
+
+
+async def readyz_replica(api: httpx.AsyncClient) -> dict[str, Any]:
+    answer = await api.get("/readyz")
+    replica: dict[str, Any] = answer.json()["read_replica"]
+    return replica
+
+
+async def test_a_lagging_replica_is_bypassed_until_it_catches_up(
+    tenant: str, replica: AsyncEngine, engine: AsyncEngine
+) -> None:
+    settings = replica_settings(
+        database_read_lag_check_seconds=0.2, database_read_max_lag_seconds=1
+    )
+    async with client_for(settings) as api:
+        assert await readyz_replica(api) == {
+            "reads": "replica", "lag_seconds": 0.0, "max_lag_seconds": 1.0,
+        }  # fmt: skip
+        async with replica.connect() as conn:
+            await conn.execute(text("STOP SLAVE SQL_THREAD"))
+        try:
+
+            async def on_the_primary() -> bool:
+                return (await readyz_replica(api))["reads"] == "primary"
+
+            await eventually(on_the_primary, within=5, what="reads moved to the primary")
+            assert (await readyz_replica(api))["lag_seconds"] is None
+            metrics = (await api.get("/metrics")).text
+            assert "memstream_database_replica_bypassed 1.0" in metrics
+            assert "memstream_database_replica_lag_seconds NaN" in metrics
+            # Written on the primary by another process, which the stopped replica lacks: the
+            # API reads the primary, so its memories and messages are all there.
+            await MySQLProvider(engine).add([memory(tenant, "u2", "The user plays chess")])
+            await MessageStore(engine).insert_many(chat(tenant, "c2", alternating(2)))
+            assert await search(api, tenant, "u2", "chess") == ["The user plays chess"]
+            messages = await api.get("/v1/conversations/c2/messages", params={"tenant_id": tenant})
+            assert len(messages.json()["messages"]) == 2
+        finally:
+            async with replica.connect() as conn:
+                await conn.execute(text("START SLAVE SQL_THREAD"))
+
+        async def back_on_the_replica() -> bool:
+            return (await readyz_replica(api))["reads"] == "replica"
+
+        await eventually(back_on_the_replica, within=30, what="reads back on the replica")
+        assert (await api.get("/readyz")).status_code == 200
+        assert await search(api, tenant, "u2", "chess") == ["The user plays chess"]

@@ -22,7 +22,7 @@ async def messages(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> MessagesResponse:
     check_tenant(request, tenant_id)
-    rows = await services.read_messages.recent(tenant_id, conversation_id, limit)
+    rows = await services.message_reads().recent(tenant_id, conversation_id, limit)
     return MessagesResponse(
         conversation_id=conversation_id,
         messages=[StoredMessageOut.model_validate(r, from_attributes=True) for r in rows],

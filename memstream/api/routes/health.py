@@ -34,15 +34,28 @@ async def readyz(request: Request, services: ServicesDep, workers: bool = False)
     if workers:
         checks["workers"] = found.check()
     ready = all(v in ("ok", "disabled") for v in checks.values())
-    return JSONResponse(
-        {"status": "ready" if ready else "not_ready", "checks": checks, "workers": found.as_json()},
-        status_code=200 if ready else 503,
-    )
+    body: dict[str, object] = {"status": "ready" if ready else "not_ready", "checks": checks}
+    body |= {"workers": found.as_json(), "read_replica": _replica(services)}
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics() -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def _replica(services: Services) -> dict[str, object] | None:
+    """Where reads go and why: the replica's last known lag (None: unknown) against the
+    limit. A lagging replica leaves the API ready: it reads the primary meanwhile."""
+    reads = services.reads
+    if reads.replica is reads.primary:
+        return None
+    lag = reads.lag
+    return {
+        "reads": "replica" if reads.current() is reads.replica else "primary",
+        "lag_seconds": None if lag is None else lag.seconds,
+        "max_lag_seconds": None if lag is None else lag.max_seconds,
+    }
 
 
 async def _readiness(services: Services) -> dict[str, str]:

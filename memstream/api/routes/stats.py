@@ -123,7 +123,7 @@ async def overview(
 ) -> dict[str, Any]:
     """Messages, conversations, live memories by type, cube and provider, top agents."""
     check_tenant(request, tenant_id)
-    engine = services.reader
+    engine = services.reads.current()
     async with engine.connect() as conn:
         counted = (
             await conn.execute(
@@ -184,7 +184,7 @@ async def trends(
     """Memories created per type and messages stored, per bucket of ``[from, to)``."""
     check_tenant(request, tenant_id)
     span = _Range(start, end, bucket)
-    engine = services.reader
+    engine = services.reads.current()
     index = span.index()
     by_type = {m: [0] * len(span.buckets) for m in MEMORY_TYPES}
     per_bucket = [0] * len(span.buckets)
@@ -232,7 +232,7 @@ async def cube(
     check_tenant(request, tenant_id)
     if not _CUBE.match(cube_id):
         raise ApiError(422, "invalid_cube", f"cube_id must be {USER_PROFILE!r} or 'agent_<id>'")
-    engine = services.reader
+    engine = services.reads.current()
     groups: list[Row[Any]] = []
     newest: list[Row[Any]] = []
     async with engine.connect() as conn:
@@ -306,7 +306,7 @@ async def search_trends(
     bound of the histogram bucket). Recorded per minute and flushed every few seconds."""
     check_tenant(request, tenant_id)
     span = _Range(start, end, bucket)
-    engine = services.reader
+    engine = services.reads.current()
     index = span.index()
     n = len(span.buckets)
     searches, hits = [0] * n, [0] * n
