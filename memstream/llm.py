@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
@@ -42,9 +43,26 @@ LLM_SECONDS = Histogram(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A completion's text and why the model stopped (``length``: cut off at ``max_tokens``)."""
+
+    text: str
+    finish_reason: str | None = None
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
 class LLMClient:
     """Chat completions from ``{base_url}/chat/completions`` (``base_url`` like
-    ``http://host:port/v1``), temperature 0, JSON mode by default."""
+    ``http://host:port/v1``), temperature 0, JSON mode by default.
+
+    At most ``max_in_flight`` requests are sent at once from this process; the others wait for
+    a slot before their ``timeout`` starts, so that a local server that answers one request at
+    a time is not asked for more than it serves within the timeout. ``max_tokens`` caps what
+    any request asks for (a slow model's answer must fit in the timeout)."""
 
     def __init__(
         self,
@@ -53,25 +71,31 @@ class LLMClient:
         api_key: str = "",
         timeout: float = 20.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_in_flight: int = 32,
+        max_tokens: int | None = None,
     ) -> None:
         base = base_url.strip().rstrip("/")
         if not base.startswith(("http://", "https://")):
             raise ConfigurationError(f"the LLM base URL must be http(s)://..., got {base_url!r}")
-        if timeout <= 0:
-            raise ConfigurationError("the LLM timeout must be positive")
+        if timeout <= 0 or max_in_flight < 1:
+            raise ConfigurationError("the LLM timeout and requests in flight must be positive")
         # Accept a full endpoint URL as well as the usual ``.../v1`` base.
         self.url = base if base.endswith("/chat/completions") else f"{base}/chat/completions"
         self.model = model
         self.timeout = timeout
+        self.max_tokens = max_tokens
         headers = {"Accept": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.AsyncClient(
             headers=headers,
             timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=32, max_keepalive_connections=8),
+            limits=httpx.Limits(
+                max_connections=max_in_flight, max_keepalive_connections=min(8, max_in_flight)
+            ),
             transport=transport,
         )
+        self._slots = asyncio.Semaphore(max_in_flight)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LLMClient | None:
@@ -82,6 +106,9 @@ class LLMClient:
             settings.llm_base_url,
             settings.llm_model,
             api_key=settings.llm_api_key.get_secret_value(),
+            timeout=settings.llm_timeout_seconds,
+            max_in_flight=settings.llm_max_in_flight,
+            max_tokens=settings.llm_max_tokens,
         )
 
     def __repr__(self) -> str:
@@ -98,8 +125,8 @@ class LLMClient:
         max_tokens: int | None = None,
         purpose: Purpose = "other",
         model: str | None = None,
-    ) -> str:
-        """The completion text of ``messages`` by ``model`` (else the client's); raises
+    ) -> Completion:
+        """The completion of ``messages`` by ``model`` (else the client's); raises
         ``LLMError`` when there is none."""
         payload: dict[str, Any] = {
             "model": model or self.model,
@@ -109,14 +136,18 @@ class LLMClient:
         }
         if json_mode:
             payload["response_format"] = {"type": "json_object"}
-        if max_tokens is not None:
-            payload["max_tokens"] = max_tokens
+        if max_tokens is not None or self.max_tokens is not None:
+            payload["max_tokens"] = min(t for t in (max_tokens, self.max_tokens) if t is not None)
+        async with self._slots:
+            return await self._timed(payload, purpose)
+
+    async def _timed(self, payload: dict[str, Any], purpose: Purpose) -> Completion:
         started = time.perf_counter()
         outcome = "ok"
         try:
             # httpx times each phase; the outer bound also stops a server that trickles bytes.
             async with asyncio.timeout(self.timeout):
-                text = await self._complete(payload)
+                completion = await self._complete(payload)
         except TimeoutError:
             outcome = "timeout"
             raise LLMError(
@@ -128,9 +159,9 @@ class LLMClient:
         finally:
             LLM_REQUESTS.labels(purpose, outcome).inc()
             LLM_SECONDS.labels(purpose).observe(time.perf_counter() - started)
-        return text
+        return completion
 
-    async def _complete(self, payload: dict[str, Any]) -> str:
+    async def _complete(self, payload: dict[str, Any]) -> Completion:
         try:
             response = await self._client.post(self.url, json=payload)
         except httpx.TimeoutException:
@@ -151,9 +182,10 @@ class LLMClient:
             ) from None
         return self._content(body)
 
-    def _content(self, body: object) -> str:
+    def _content(self, body: object) -> Completion:
         try:
-            content = body["choices"][0]["message"]["content"]  # type: ignore[index]
+            choice = body["choices"][0]  # type: ignore[index]
+            content = choice["message"]["content"]
         except (KeyError, IndexError, TypeError):
             log_reply(log, self.url, body)
             raise LLMError(
@@ -174,4 +206,5 @@ class LLMClient:
             )
         if not content.strip():
             raise LLMError("empty", f"the LLM at {self.url} answered an empty completion")
-        return content
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        return Completion(content, finish if isinstance(finish, str) else None)

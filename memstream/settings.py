@@ -62,6 +62,13 @@ class Settings(BaseSettings):
     llm_base_url: str = ""
     llm_model: str = ""
     llm_api_key: SecretStr = SecretStr("")
+    # A completion's time limit, and the requests one process sends at once (a local server
+    # such as llama.cpp's answers one at a time: 1 keeps queued requests out of the timeout).
+    llm_timeout_seconds: float = Field(default=20.0, gt=0)
+    llm_max_in_flight: int = Field(default=32, ge=1)
+    # The longest answer any request asks for (the judge asks up to 1500 tokens, the summary
+    # up to its budget): a slow model's answer has to fit in the timeout.
+    llm_max_tokens: int = Field(default=2000, ge=16)
     # ``target=model,...``: the LLM model that serves an agent's ``model_target_id``; a target
     # not listed is judged with ``llm_model``.
     llm_models: str = ""

@@ -9,11 +9,13 @@ model gave nothing usable), for callers that run the fallback elsewhere.
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 from collections.abc import Sequence
 
 from memstream.errors import LLMError
 from memstream.llm import LLMClient
+from memstream.llm_output import Flaws
 from memstream.settings import SUMMARY_BUDGET_TOKENS
 from memstream.shortterm.fold import (
     ROLE_LABEL,
@@ -66,10 +68,22 @@ def summary_messages(
     ]
 
 
+_SENTENCE_END = re.compile(r"[.!?。！？]['\")\]]*(?=\s|$)|\n")
+
+
 def _clean(answer: str) -> str:
     text = unicodedata.normalize("NFC", answer).strip()
     if text.startswith("```"):
         text = text.strip("`").strip()
+    return text
+
+
+def whole_sentences(text: str) -> str:
+    """A summary cut off at ``max_tokens`` without its unfinished last sentence, when at least
+    half of it is whole sentences (a cut mid-word would start the next fold from a fragment)."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    if ends and ends[-1] >= len(text) // 2:
+        return text[: ends[-1]].rstrip()
     return text
 
 
@@ -83,19 +97,27 @@ async def model_summary(
     """The model's merged summary, cut to ``budget_tokens``; None when the model fails or
     answers nothing. Its prompt and cut are bounded (``PROMPT_TOKENS``, the budget)."""
     try:
-        answer = await client.chat(
+        completion = await client.chat(
             summary_messages(previous, messages, budget_tokens),
             json_mode=False,
             max_tokens=budget_tokens,
             purpose="summary",
         )
     except LLMError as exc:
+        if exc.kind == "empty":
+            Flaws({"empty"}).count("summary", "rejected")
         log.warning("LLM summary failed, using the extractive summary: %s", exc)
         return None
-    text = _clean(answer or "")
+    flaws = Flaws()
+    text = _clean(completion.text)
     if not text:
+        Flaws({"empty"}).count("summary", "rejected")
         log.warning("LLM summary was empty, using the extractive summary")
         return None
+    if completion.truncated:
+        flaws.add("truncated")
+        text = whole_sentences(text)
+    flaws.count("summary", "used")
     return fit_budget(text, budget_tokens)
 
 

@@ -12,13 +12,15 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 @dataclass
 class Reply:
-    """One scripted answer: a completion ``content`` (None: an empty one), an HTTP ``status``
-    error, a ``raw`` non-JSON body, or a ``delay`` before answering."""
+    """One scripted answer: a completion ``content`` (None: an empty one) and why it stopped
+    (``finish_reason`` "length": cut off at max_tokens), an HTTP ``status`` error, a ``raw``
+    non-JSON body, or a ``delay`` before answering."""
 
     content: str | None = None
     status: int = 200
     raw: str | None = None
     delay: float = 0.0
+    finish_reason: str = "stop"
 
 
 @dataclass
@@ -68,7 +70,7 @@ def llm_app(script: Script) -> FastAPI:
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": reply.content},
-                        "finish_reason": "stop",
+                        "finish_reason": reply.finish_reason,
                     }
                 ],
             }

@@ -60,15 +60,17 @@ def retry_group(settings: Settings) -> str:
     return f"{group_id(settings.app_id, ROLES)}.retry"
 
 
-def session_end(tenant: str, conversation: str) -> dict[str, Any]:
+def session_end(tenant: str, conversation: str, **fields: Any) -> dict[str, Any]:
     """A valid session-ended event of ``conversation``."""
-    return {
+    event = {
         "event_id": f"end-{conversation}",
         "tenant_id": tenant,
         "user_id": "user-1",
         "agent_id": "agent-1",
         "conversation_id": conversation,
     }
+    event.update(fields)
+    return event
 
 
 def message(tenant: str, conversation: str, n: int, **fields: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from memstream.errors import ServiceUnavailable
 from memstream.launch import Launched, api_url, memstream_argv, settings_env
 from memstream.settings import Settings
 from tests.support import REPO
@@ -79,6 +80,24 @@ class WorkerProcess:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.alive()
+
+
+@contextmanager
+def child_server(
+    argv: list[str], ready_url: str, name: str, within: float, log_path: Path | None = None
+) -> Iterator[None]:
+    """A server in a child process, up once ``ready_url`` answers 200, stopped afterwards;
+    ``RuntimeError`` when it does not come up within ``within`` seconds."""
+    try:
+        server = Launched.start(
+            argv, ready_url=ready_url, timeout=within, log_path=log_path, cwd=REPO, name=name
+        )
+    except ServiceUnavailable as exc:
+        raise RuntimeError(str(exc)) from None
+    try:
+        yield
+    finally:
+        server.stop(timeout=10)
 
 
 def run_cli(

@@ -194,3 +194,119 @@ async def test_no_new_message_asks_nothing(judge: tuple[Judge, Script]) -> None:
     result = await j.judge([m for m in SESSION if not m.new], agent_id=None)
     assert (result.method, result.candidates) == ("rules", ())
     assert script.requests == []
+
+
+# --- what a small local model answers (shapes seen from SmolLM2-135M in JSON mode) ----------
+
+
+def flaw_counts(stage: str = "judge") -> dict[str, float]:
+    reasons = ("truncated", "invented_field", "wrong_type", "bad_value", "out_of_range")
+    reasons += ("unknown_id", "unparseable", "wrong_shape", "empty")
+    counts = {
+        r: REGISTRY.get_sample_value("memstream_llm_malformed_total", {"stage": stage, "reason": r})
+        or 0.0
+        for r in reasons
+    }
+    for outcome in ("clean", "repaired", "rejected"):
+        counts[outcome] = (
+            REGISTRY.get_sample_value(
+                "memstream_llm_answers_total", {"stage": stage, "outcome": outcome}
+            )
+            or 0.0
+        )
+    return counts
+
+
+def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before[k] for k in after if after[k] != before[k]}
+
+
+CUT_AFTER_ONE = (
+    '{"memories": [{"content": "The user moved from Paris to Berlin.", "category": '
+    '"personal_fact", "memory_type": "text_mem", "scope": "user", "importance": 8, '
+    '"source_event_ids": ["e3"], "location": "Berlin", "date": "2025-01-01"}, {"content": '
+    '"The user wants the agent to always answer in short bullet'
+)
+
+
+async def test_an_answer_cut_off_at_max_tokens_keeps_its_complete_memories(
+    judge: tuple[Judge, Script],
+) -> None:
+    j, script = judge
+    script.replies.append(Reply(CUT_AFTER_ONE, finish_reason="length"))
+    before = flaw_counts()
+    result = await j.judge(SESSION, agent_id=None)
+    assert (result.method, result.fallback_reason) == ("llm", None)
+    assert [c.content for c in result.candidates] == ["The user moved from Paris to Berlin."]
+    assert grown(before, flaw_counts()) == {"truncated": 1, "invented_field": 1, "repaired": 1}
+    # Sized to the session: three new messages, two of them the user's.
+    assert script.requests[0]["max_tokens"] == 64 + 2 * 120
+
+
+async def test_an_answer_cut_off_before_its_first_memory_is_judged_by_the_rules(
+    judge: tuple[Judge, Script],
+) -> None:
+    j, script = judge
+    script.replies.append(
+        Reply('{"memories": [{"content": "The user moved from Par', finish_reason="length")
+    )
+    before, fallen = flaw_counts(), fallbacks("malformed")
+    result = await j.judge(SESSION, agent_id=None)
+    assert (result.method, result.fallback_reason) == ("rules", "malformed")
+    assert [c.content for c in result.candidates] == RULE_CONTENTS
+    assert grown(before, flaw_counts()) == {"truncated": 1, "rejected": 1}
+    assert fallbacks("malformed") == fallen + 1
+
+
+async def test_wrong_types_and_ranges_are_repaired_and_counted(
+    judge: tuple[Judge, Script],
+) -> None:
+    j, script = judge
+    item = {
+        "content": "The user moved from Paris to Berlin.",
+        "category": 3,
+        "scope": "everyone",
+        "importance": 85,
+        "source_event_ids": ["e99"],
+    }
+    script.replies.append(Reply(json.dumps({"memories": [item, "Berlin", {"content": 7}]})))
+    before = flaw_counts()
+    result = await j.judge(SESSION, agent_id=None)
+    [fact] = result.candidates
+    assert (fact.category, fact.scope, fact.importance) == ("personal_fact", "user", 10)
+    assert fact.source_event_ids == ("e3", "e4", "e5")
+    assert grown(before, flaw_counts()) == {
+        "wrong_type": 1,
+        "bad_value": 1,
+        "out_of_range": 1,
+        "unknown_id": 1,
+        "repaired": 1,
+    }
+
+
+async def test_an_answer_with_no_usable_item_is_judged_by_the_rules(
+    judge: tuple[Judge, Script],
+) -> None:
+    j, script = judge
+    script.replies.append(Reply(json.dumps({"memories": [{"user": "e3"}, {"content": None}]})))
+    before = flaw_counts()
+    result = await j.judge(SESSION, agent_id=None)
+    assert (result.method, result.fallback_reason) == ("rules", "malformed")
+    assert grown(before, flaw_counts()) == {
+        "invented_field": 1,
+        "wrong_type": 1,
+        "rejected": 1,
+    }
+
+
+async def test_a_clean_answer_is_counted_clean(judge: tuple[Judge, Script]) -> None:
+    j, script = judge
+    script.replies.append(Reply(json.dumps({"memories": GOOD["memories"][:1]})))
+    before = flaw_counts()
+    await j.judge(SESSION, agent_id=None)
+    assert grown(before, flaw_counts()) == {"clean": 1}
+    # e2 is context, not a new message: the model's citing it is counted.
+    script.replies.append(Reply(json.dumps(GOOD)))
+    before = flaw_counts()
+    await j.judge(SESSION, agent_id=None)
+    assert grown(before, flaw_counts()) == {"unknown_id": 1, "repaired": 1}

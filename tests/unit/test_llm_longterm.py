@@ -18,7 +18,8 @@ from memstream.memory import MemoryItem
 from memstream.shortterm.fold import extractive_summary
 from memstream.shortterm.llm_summary import llm_summary
 from memstream.text.tokens import count_tokens
-from tests.fakes.llm import Script, llm_app
+from tests.fakes.llm import Reply, Script, llm_app
+from tests.unit.test_llm_judge import flaw_counts, grown
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -121,6 +122,51 @@ async def test_bad_or_failed_answers_fall_back_to_the_rules(
     assert len(script.requests) == 1
 
 
+async def test_a_decision_cut_off_in_its_reason_is_used(llm: tuple[LLMClient, Script]) -> None:
+    client, script = llm
+    script.replies.append(
+        Reply(
+            '{"action": "store", "expire_ids": ["m1"], "confidence": 0.9, "reason": "the us',
+            finish_reason="length",
+        )
+    )
+    before = flaw_counts("conflict")
+    decision = await LLMConflictResolver(client).resolve(cand("The user relocated to Berlin"), LIVE)
+    assert (decision.action, decision.expire_ids) == ("store", ("m1",))
+    assert grown(before, flaw_counts("conflict")) == {
+        "truncated": 1,
+        "invented_field": 1,
+        "repaired": 1,
+    }
+    # A few dozen tokens and about twenty per id it may expire, ten ids at most.
+    assert script.requests[0]["max_tokens"] == 64 + 20 * 10
+
+
+@pytest.mark.parametrize(
+    ("reply", "flaws"),
+    [
+        (Reply('{"action": "sto', finish_reason="length"), {"truncated", "unparseable"}),
+        (Reply('{"decision": "store", "ids": []}'), {"invented_field", "wrong_type"}),
+        (Reply('{"action": "update", "expire_ids": ["m1"]}'), {"bad_value"}),
+        (Reply('{"action": "store", "expire_ids": "m1"}'), {"wrong_type"}),
+        (Reply('["store"]'), {"wrong_shape"}),
+        (Reply("Store it."), {"unparseable"}),
+    ],
+    ids=["cut-in-action", "invented", "unknown-action", "ids-string", "list", "prose"],
+)
+async def test_unusable_decisions_are_counted_and_ruled(
+    llm: tuple[LLMClient, Script], reply: Reply, flaws: set[str]
+) -> None:
+    client, script = llm
+    script.replies.append(reply)
+    before = flaw_counts("conflict")
+    decision = await LLMConflictResolver(client).resolve(
+        cand("The user moved from Paris to Berlin."), LIVE
+    )
+    assert decision.reason.startswith("rules: supersedes m1")
+    assert grown(before, flaw_counts("conflict")) == dict.fromkeys([*flaws, "rejected"], 1)
+
+
 # --- summary -------------------------------------------------------------------------------
 
 MESSAGES = [
@@ -150,6 +196,18 @@ async def test_llm_summary_is_cut_to_the_budget(llm: tuple[LLMClient, Script]) -
     summary = await llm_summary(client, None, MESSAGES, budget_tokens=100)
     assert 90 <= count_tokens(summary) <= 100
     assert summary.startswith("Fact number 0 about the user.\nFact number 1")
+
+
+async def test_a_summary_cut_off_loses_its_unfinished_sentence(
+    llm: tuple[LLMClient, Script],
+) -> None:
+    client, script = llm
+    whole = "The user moves to Berlin in May. Their flat budget is 1200 euros."
+    script.replies.append(Reply(f"{whole} They as", finish_reason="length"))
+    before = flaw_counts("summary")
+    summary = await llm_summary(client, None, MESSAGES, budget_tokens=300)
+    assert summary == whole
+    assert grown(before, flaw_counts("summary")) == {"truncated": 1, "repaired": 1}
 
 
 @pytest.mark.parametrize("reply", [500, "   "])

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from memstream.errors import LLMError, MalformedDecision
+from memstream.failure.http import snippet
 from memstream.llm import LLMClient
+from memstream.llm_output import Flaws, Unparseable, loads, unknown_fields
 from memstream.longterm.conflict.facts import parse
 from memstream.longterm.conflict.rules import Decision, outdated, resolve
 from memstream.longterm.dedupe import match, similarity
@@ -23,7 +25,10 @@ log = logging.getLogger(__name__)
 MAX_LLM_LIVE = 20
 """Live memories shown to the model: the ones most similar to the candidate."""
 
-LLM_MAX_TOKENS = 400
+LLM_MAX_TOKENS = 64
+TOKENS_PER_ID = 20
+"""An answer is a few dozen tokens plus about 20 per id it expires (ids are 32 hex digits),
+up to ten: a small model fills whatever it is allowed, and slowly."""
 
 
 SYSTEM_PROMPT = """You maintain a user's long-term memory. Compare a NEW candidate memory with \
@@ -38,39 +43,47 @@ Only use ids from the EXISTING list. Answer with one JSON object and nothing els
 {"action": "store" or "skip", "expire_ids": ["..."], "reason": "one short sentence"}"""
 
 
-def parse_decision(raw: str, allowed_ids: Sequence[str]) -> Decision:
-    """A decision from the model's JSON answer; ``MalformedDecision`` when it is not one."""
-    text = raw.strip()
-    if text.startswith("```"):
-        text = text.strip("`")
-        text = text.removeprefix("json").strip()
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
-        raise MalformedDecision("no JSON object in the answer")
+DECISION_FIELDS = frozenset({"action", "expire_ids", "reason"})
+
+
+def parse_decision(raw: str, allowed_ids: Sequence[str], flaws: Flaws | None = None) -> Decision:
+    """A decision from the model's JSON answer (a cut-off one read up to its last complete
+    field); ``MalformedDecision`` when it is not one. Each flaw is added to ``flaws``."""
+    flaws = Flaws() if flaws is None else flaws
     try:
-        data: Any = json.loads(text[start : end + 1])
-    except ValueError as exc:
-        raise MalformedDecision(f"invalid JSON: {exc}") from exc
+        data: Any = loads(raw, flaws)
+    except Unparseable as exc:
+        flaws.add("unparseable")
+        raise MalformedDecision(str(exc)) from None
     if not isinstance(data, dict):
+        flaws.add("wrong_shape")
         raise MalformedDecision("the answer is not a JSON object")
+    if unknown_fields(data, DECISION_FIELDS):
+        flaws.add("invented_field")
     action = data.get("action")
     if action not in ("store", "skip"):
+        flaws.add("bad_value" if isinstance(action, str) else "wrong_type")
         raise MalformedDecision(f"the action is not store or skip ({type(action).__name__})")
     raw_ids = data.get("expire_ids", [])
     if raw_ids is None:
         raw_ids = []
     if not isinstance(raw_ids, list):
+        flaws.add("wrong_type")
         raise MalformedDecision("expire_ids is not a list")
     allowed = set(allowed_ids)
     ids: list[str] = []
     for value in raw_ids:
         if isinstance(value, bool) or not isinstance(value, str | int):
+            flaws.add("wrong_type")
             raise MalformedDecision(f"an expire id is a {type(value).__name__}")
         if str(value) not in allowed:
+            flaws.add("unknown_id")
             raise MalformedDecision("an expire id is not one of the live memories shown")
         if str(value) not in ids:
             ids.append(str(value))
     reason = data.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        flaws.add("wrong_type")
     reason = reason.strip() if isinstance(reason, str) and reason.strip() else "no reason given"
     if action == "skip":
         return Decision("skip", (), f"llm: {reason}")
@@ -123,15 +136,30 @@ class LLMConflictResolver:
                 return Decision("skip", (), f"already known: {item.id} (exact)")
         shown = shortlist(candidate, live, self.max_live)
         try:
-            raw = await self.client.chat(
+            completion = await self.client.chat(
                 self.messages(candidate, shown),
                 json_mode=True,
-                max_tokens=LLM_MAX_TOKENS,
+                max_tokens=LLM_MAX_TOKENS + TOKENS_PER_ID * min(10, len(shown)),
                 purpose="conflict",
             )
-            # The model is not shown when each memory was said: times are weighed here.
-            return outdated(candidate, parse_decision(raw, [m.id for m in shown]), live)
-        except (LLMError, MalformedDecision) as exc:
-            log.warning("LLM conflict resolution failed, using the rules: %s", exc)
-            decision = resolve(candidate, live)
-            return Decision(decision.action, decision.expire_ids, f"rules: {decision.reason}")
+        except LLMError as exc:
+            if exc.kind == "empty":
+                Flaws({"empty"}).count("conflict", "rejected")
+            return self._rules(candidate, live, exc)
+        flaws = Flaws({"truncated"} if completion.truncated else set())
+        try:
+            decision = parse_decision(completion.text, [m.id for m in shown], flaws)
+        except MalformedDecision as exc:
+            flaws.count("conflict", "rejected")
+            log.debug("the LLM conflict resolver answered: %s", snippet(completion.text))
+            return self._rules(candidate, live, exc)
+        flaws.count("conflict", "used")
+        # The model is not shown when each memory was said: times are weighed here.
+        return outdated(candidate, decision, live)
+
+    def _rules(
+        self, candidate: Candidate, live: Sequence[MemoryItem], failure: Exception
+    ) -> Decision:
+        log.warning("LLM conflict resolution failed, using the rules: %s", failure)
+        decision = resolve(candidate, live)
+        return Decision(decision.action, decision.expire_ids, f"rules: {decision.reason}")

@@ -23,6 +23,7 @@ from memstream.cpu import CpuPool
 from memstream.errors import JudgeOutputError, LLMError
 from memstream.failure.http import snippet
 from memstream.llm import LLMClient
+from memstream.llm_output import Flaws
 from memstream.longterm.episodes import ground, select_episodes
 from memstream.longterm.judge.candidates import cut_content
 from memstream.longterm.judge.parse import parse_judge_output
@@ -46,6 +47,10 @@ JUDGE_MEMORIES = Counter(
 )
 
 MAX_TOKENS = 1500
+TOKENS_PER_USER_MESSAGE = 120
+"""The answer asked for grows with the new user messages (a memory or two each, about 100
+tokens of JSON apiece) up to ``MAX_TOKENS``: a small model fills whatever it is allowed, and
+at tens of tokens per second a short session must not wait for 1500 of them."""
 RULE_INPUT_CHARS = 8000
 """The rules read this much of each message: facts sit in sentences, not in a 30,000-character
 paste, and it bounds what one crafted message costs."""
@@ -87,10 +92,10 @@ class Judge:
         if self.llm is None:
             return await self._rules(messages, None)
         try:
-            text = await self.llm.chat(
+            completion = await self.llm.chat(
                 build_prompt(messages, agent_id),
                 json_mode=True,
-                max_tokens=MAX_TOKENS,
+                max_tokens=answer_tokens(new),
                 purpose="judge",
                 model=model,
             )
@@ -98,17 +103,24 @@ class Judge:
             reason: FallbackReason = (
                 "timeout" if exc.kind == "timeout" else "empty" if exc.kind == "empty" else "error"
             )
+            if exc.kind == "empty":
+                Flaws({"empty"}).count("judge", "rejected")
             log.warning("the LLM judge failed (%s), using the rules: %s", exc.kind, exc.detail)
             return await self._rules(messages, reason)
-        if not text or not text.strip():
-            log.warning("the LLM judge answered an empty completion, using the rules")
-            return await self._rules(messages, "empty")
+        flaws = Flaws({"truncated"} if completion.truncated else set())
         try:
-            candidates = parse_judge_output(text, new)
+            candidates = parse_judge_output(completion.text, new, flaws)
         except JudgeOutputError as exc:
-            log.warning("the LLM judge answered something unusable, using the rules: %s", exc)
-            log.debug("the LLM judge answered: %s", snippet(text))
+            flaws.count("judge", "rejected")
+            log.warning(
+                "the LLM judge answered something unusable (%s), using the rules: %s",
+                ", ".join(sorted(flaws.found)),
+                exc,
+            )
+            log.debug("the LLM judge answered: %s", snippet(completion.text))
             return await self._rules(messages, "malformed")
+        if flaws.count("judge", "used") == "repaired":
+            log.info("the LLM judge's answer was repaired (%s)", ", ".join(sorted(flaws.found)))
         return await self._result(messages, candidates, "llm", None)
 
     async def _rules(
@@ -135,6 +147,12 @@ class Judge:
         for candidate in result.memories:
             JUDGE_MEMORIES.labels(candidate.category, candidate.memory_type).inc()
         return result
+
+
+def answer_tokens(new: Sequence[SessionMessage]) -> int:
+    """The ``max_tokens`` asked of the model for a session with ``new`` messages."""
+    users = sum(1 for m in new if m.role == "user")
+    return min(MAX_TOKENS, 64 + TOKENS_PER_USER_MESSAGE * max(1, users))
 
 
 def facts_and_episodes(
