@@ -1,17 +1,26 @@
-"""A cold user's first lexical search: the stored postings against the in-memory index build.
+"""A cold user's first search, lexical and hybrid: the stored forms against the old warm-up.
 
 One user with 10,000 long-term memories in the built-in store (MariaDB or SQLite, the
-settings' database), written through the provider (so their postings are stored with them).
-Each query is searched by a process that has never seen the user, twice in the same run:
+settings' database), written through the provider (so their postings are stored with them),
+with a 384-dimensional vector each, filled in and packed by the embedding backfill from a
+local embeddings endpoint (pseudo-random unit vectors; each query's vector is a known one
+near one of the memories', so the query vector costs a local round trip, not a model).
+Each query is searched by a process that has never seen the user, in the same run:
 
-- postings: ``MySQLProvider.search`` as it runs now, the postings of the query's terms and
-  the user's live count in one statement, then the candidates' rows;
-- index build: what a cold search did before, every live memory of the user read and
-  tokenized into a ``LexicalIndex`` (the per-user cache, cold), then the same ranking.
+- lexical, postings: ``MySQLProvider.search`` without embeddings, the postings of the query's
+  terms and the user's live count in one statement, then the candidates' rows;
+- lexical, index build: what a cold search did before, every live memory of the user read
+  and tokenized into a ``LexicalIndex`` (the per-user cache, cold), then the same ranking;
+- hybrid, blocks: ``MySQLProvider.search`` with embeddings: the postings, the user's packed
+  int8 vector blocks (one range read) and the query's vector at once, then the candidates'
+  rows;
+- hybrid, index build: what a cold hybrid search did before, the index built as above and
+  the user's float32 vectors read one row each from ``memory_embedding``, then the same
+  ranking.
 
-Both answers are compared (ids and scores), and the median wall time of each and their ratio
-printed. ``python -m bench coldsearch``; ``BENCH_COLD_MEMORIES`` and ``BENCH_COLD_QUERIES``
-change the sizes.
+Answers are compared (lexical: ids and scores; hybrid: ids, the cosines being int8 against
+float32), and the median wall time of each and the ratios printed. ``python -m bench
+coldsearch``; ``BENCH_COLD_MEMORIES`` and ``BENCH_COLD_QUERIES`` change the sizes.
 """
 
 from __future__ import annotations
@@ -23,24 +32,42 @@ import time
 import uuid
 from collections.abc import Awaitable
 
+import numpy as np
 from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.loadpath.data import fill, query_text, user_text
 from bench.support import isolated_settings
+from memstream.embeddings import rows as vector_rows
+from memstream.embeddings.backfill import EmbeddingBackfill
+from memstream.embeddings.client import EmbeddingClient
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube, readable_cubes
 from memstream.providers.builtin import MySQLProvider
 from memstream.providers.builtin.index_cache import UserIndexCache
-from memstream.providers.builtin.ranking import lexical_pools, pick_lexical
-from memstream.retrieval import MMR_LAMBDA, RELATIVITY
+from memstream.providers.builtin.ranking import (
+    hybrid_candidates,
+    lexical_pools,
+    pick_hybrid,
+    pick_lexical,
+)
+from memstream.retrieval import MMR_LAMBDA, RELATIVITY, query_terms
 from memstream.store.database import create_engine, migrate
-from memstream.store.schema import long_term_memory, memory_term
+from memstream.store.schema import (
+    long_term_memory,
+    memory_embedding,
+    memory_term,
+    memory_vector_block,
+)
 from memstream.text.terms import tokenize
+from tests.fakes.embeddings import EmbeddingScript, embeddings_app
+from tests.fakes.http import serve
 
 MEMORIES = int(os.environ.get("BENCH_COLD_MEMORIES", "10000"))
 QUERIES = int(os.environ.get("BENCH_COLD_QUERIES", "15"))
 AGENT = "cold-agent"
 TOP_K = 10
+DIMENSION = 384
+MODEL = "bench-cold-vectors"
 
 
 def memories(tenant: str, user: str, rng: random.Random) -> list[NewMemory]:
@@ -74,11 +101,56 @@ async def index_build_search(
     return pick_lexical(pools, items, entry.index.token_set, TOP_K, MMR_LAMBDA)
 
 
+async def index_build_hybrid(
+    engine: AsyncEngine, tenant: str, user: str, query: str, query_vector: np.ndarray
+) -> list[MemoryItem]:
+    """A cold hybrid search as it ran before the blocks: the user's index built and the
+    user's vectors read one row each, then the same ranking."""
+    cache = UserIndexCache(
+        engine, users=1, memories=MEMORIES * 2, revalidate_seconds=300.0, fresh_seconds=0.0
+    )
+    entry, _ = await cache.get(tenant, user, MODEL)
+    async with engine.connect() as conn:
+        ids, matrix = await vector_rows.load(conn, tenant, user, MODEL, DIMENSION)
+    items = entry.items
+    live = [n for n, memory_id in enumerate(ids) if memory_id in items]
+    ids = [ids[n] for n in live]
+    cosines = np.einsum("ij,j->i", matrix[live], query_vector.astype(np.float32))
+    cubes = readable_cubes(AGENT)
+    terms = query_terms(tokenize(query))
+    found = hybrid_candidates(
+        entry.index.relevance(terms) if terms else {},
+        lambda i: items[i].cube_id,
+        ids,
+        [items[i].cube_id for i in ids],
+        cosines,
+        cubes,
+        TOP_K,
+    )
+    return pick_hybrid(found, items, entry.index.token_set, cubes, TOP_K, MySQLProvider(engine))
+
+
 async def timed(search: Awaitable[list[MemoryItem]]) -> tuple[float, float, list[MemoryItem]]:
     """Wall and CPU seconds of one search, and its answer."""
     wall, cpu = time.perf_counter(), time.process_time()
     found = await search
     return time.perf_counter() - wall, time.process_time() - cpu, found
+
+
+def near(vector: np.ndarray, rng: random.Random) -> list[float]:
+    """A unit vector at cosine about 0.6 to ``vector`` (a query about that memory)."""
+    noise = np.array([rng.gauss(0.0, 1.0) for _ in range(DIMENSION)])
+    noise /= np.linalg.norm(noise)
+    mixed = 0.6 * vector + 0.8 * noise
+    return [float(x) for x in mixed / np.linalg.norm(mixed)]
+
+
+def report(name: str, walls: list[float], cpus: list[float]) -> None:
+    print(
+        f"  {name}  p50 {1000 * statistics.median(walls):7.1f} ms"
+        f"  max {1000 * max(walls):7.1f} ms"
+        f"  CPU p50 {1000 * statistics.median(cpus):6.1f} ms"
+    )
 
 
 async def main() -> None:
@@ -87,45 +159,77 @@ async def main() -> None:
     engine = create_engine(settings.database_url)
     tenant, user = f"bench-cold-{uuid.uuid4().hex[:8]}", "cold-user"
     rng = random.Random(19)
+    script = EmbeddingScript(dimension=DIMENSION)
     try:
-        started = time.perf_counter()
-        writer = MySQLProvider(engine)
-        batch = memories(tenant, user, rng)
-        for start in range(0, len(batch), 500):
-            await writer.add(batch[start : start + 500])
-        took = time.perf_counter() - started
-        print(f"cold search: {MEMORIES:,} memories of one user written in {took:.1f} s")
-        queries = [query_text(rng) for _ in range(QUERIES)]
-        postings_wall: list[float] = []
-        postings_cpu: list[float] = []
-        build_wall: list[float] = []
-        build_cpu: list[float] = []
-        same = 0
-        for query in queries:
-            cold = MySQLProvider(engine)  # a process that never saw the user
-            wall, cpu, found = await timed(cold.search(tenant, user, AGENT, query))
-            postings_wall.append(wall)
-            postings_cpu.append(cpu)
-            wall, cpu, expected = await timed(index_build_search(engine, tenant, user, query))
-            build_wall.append(wall)
-            build_cpu.append(cpu)
-            same += [(m.id, m.score) for m in found] == [(m.id, m.score) for m in expected]
-        p50_postings = statistics.median(postings_wall)
-        p50_build = statistics.median(build_wall)
-        print(f"  {QUERIES} queries, top_k {TOP_K}, agent and profile cubes")
-        for name, walls, cpus in (
-            ("postings   ", postings_wall, postings_cpu),
-            ("index build", build_wall, build_cpu),
-        ):
-            print(
-                f"  {name}  p50 {1000 * statistics.median(walls):7.1f} ms"
-                f"  max {1000 * max(walls):7.1f} ms"
-                f"  CPU p50 {1000 * statistics.median(cpus):6.1f} ms"
-            )
-        print(f"  ratio (index build / postings, p50): {p50_build / p50_postings:.1f}x")
-        print(f"  same answers (ids and scores): {same} of {QUERIES}")
+        with serve(embeddings_app(script)) as endpoint:
+            await run(engine, tenant, user, rng, script, f"{endpoint}/v1")
     finally:
         async with engine.begin() as conn:
-            for table in (memory_term, long_term_memory):
+            for table in (memory_vector_block, memory_embedding, memory_term, long_term_memory):
                 await conn.execute(delete(table).where(table.c.tenant_id == tenant))
         await engine.dispose()
+
+
+async def run(
+    engine: AsyncEngine,
+    tenant: str,
+    user: str,
+    rng: random.Random,
+    script: EmbeddingScript,
+    endpoint: str,
+) -> None:
+    started = time.perf_counter()
+    writer = MySQLProvider(engine)
+    batch = memories(tenant, user, rng)
+    for start in range(0, len(batch), 500):
+        await writer.add(batch[start : start + 500])
+    took = time.perf_counter() - started
+    print(f"cold search: {MEMORIES:,} memories of one user written in {took:.1f} s")
+    started = time.perf_counter()
+    embed = EmbeddingClient(endpoint, MODEL, batch_size=256)
+    filled = await EmbeddingBackfill(engine, embed, tenant_id=tenant).run_until_done()
+    await embed.aclose()
+    took = time.perf_counter() - started
+    print(f"  {filled.stored:,} vectors stored and {filled.packed:,} packed in {took:.1f} s")
+    async with engine.connect() as conn:
+        ids, matrix = await vector_rows.load(conn, tenant, user, MODEL, DIMENSION)
+    queries = [query_text(rng) for _ in range(QUERIES)]
+    vectors = {}
+    for query in queries:
+        vectors[query] = near(matrix[rng.randrange(len(ids))], rng)
+        script.meanings[query] = vectors[query]
+    walls: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+    same_lexical = same_hybrid = 0
+
+    async def measure(name: str, search: Awaitable[list[MemoryItem]]) -> list[MemoryItem]:
+        wall, cpu, found = await timed(search)
+        walls.setdefault(name, []).append(wall)
+        cpus.setdefault(name, []).append(cpu)
+        return found
+
+    for query in queries:
+        cold = MySQLProvider(engine)  # a process that never saw the user
+        found = await measure("lexical, postings     ", cold.search(tenant, user, AGENT, query))
+        expected = await measure(
+            "lexical, index build  ", index_build_search(engine, tenant, user, query)
+        )
+        same_lexical += [(m.id, m.score) for m in found] == [(m.id, m.score) for m in expected]
+        hybrid = MySQLProvider(engine, embedder=EmbeddingClient(endpoint, MODEL))
+        await hybrid.embedder.embed_one("warm the client's connection")  # type: ignore[union-attr]
+        found = await measure("hybrid, blocks        ", hybrid.search(tenant, user, AGENT, query))
+        await hybrid.aclose()
+        vector = np.array(vectors[query], dtype=np.float32)
+        expected = await measure(
+            "hybrid, index build   ", index_build_hybrid(engine, tenant, user, query, vector)
+        )
+        same_hybrid += [m.id for m in found] == [m.id for m in expected]
+    print(f"  {QUERIES} queries, top_k {TOP_K}, agent and profile cubes")
+    for name in walls:
+        report(name, walls[name], cpus[name])
+    names = list(walls)
+    for new, old in ((names[0], names[1]), (names[2], names[3])):
+        ratio = statistics.median(walls[old]) / statistics.median(walls[new])
+        print(f"  ratio ({old.strip()} / {new.strip()}, p50): {ratio:.1f}x")
+    print(f"  same lexical answers (ids and scores): {same_lexical} of {QUERIES}")
+    print(f"  same hybrid answers (ids): {same_hybrid} of {QUERIES}")

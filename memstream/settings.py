@@ -131,11 +131,9 @@ class Settings(BaseSettings):
     worker_web_host: str = "127.0.0.1"
     worker_web_port: int = Field(default=6066, ge=0, le=65535)
     log_level: str = "INFO"
-    # Embeddings (hybrid retrieval): texts per request, time limit of one request, and the
-    # API process's memory for cached memory vectors, all users together.
+    # Embeddings (hybrid retrieval): texts per request and the time limit of one request.
     embedding_batch_size: int = Field(default=64, ge=1, le=2048)
     embedding_timeout_seconds: float = Field(default=10.0, gt=0)
-    embedding_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # A URL's password (the database's, Redis's) must not reach a log or a traceback.

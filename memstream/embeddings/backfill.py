@@ -24,6 +24,9 @@ logged every second. When a batch fails, one short probe text tells an endpoint 
 (the tick stops) from one that refuses a text of the batch: then each memory is tried alone,
 and one still refused is counted and passed over until the next sweep. A failing database is
 the same as a failing endpoint: logged, and tried again next tick.
+
+Each tick also packs the vectors not in a search block yet (memstream.embeddings.blocks):
+those it stored, and those stored another way (by SQL, or before the blocks existed).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from prometheus_client import Counter
 from sqlalchemy import Row, Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.embeddings import blocks
 from memstream.embeddings import rows as vector_rows
 from memstream.embeddings.client import EmbeddingClient
 from memstream.errors import EmbeddingError
@@ -66,6 +70,7 @@ class TickResult:
     stored: int = 0
     refused: int = 0
     error: str | None = None
+    packed: int = 0  # vectors packed into their users' search blocks
 
 
 class EmbeddingBackfill:
@@ -105,6 +110,16 @@ class EmbeddingBackfill:
             self._position, self._swept_at = None, now
             self._refused.clear()
         result = await self._tick()
+        try:
+            # What this tick stored, and any vector stored another way (by SQL, before the
+            # blocks existed), packed for search.
+            packed = await blocks.pack(self._engine, tenant_id=self.tenant_id)
+        except Exception as exc:
+            log.warning("embedding backfill cannot pack vectors: %r", exc)
+            packed = 0
+            if result.error is None:
+                result = TickResult(result.stored, result.refused, repr(exc))
+        result = TickResult(result.stored, result.refused, result.error, packed)
         if result.error is None:
             self._failures = 0
         else:
@@ -143,14 +158,15 @@ class EmbeddingBackfill:
 
     async def run_until_done(self, *, max_ticks: int = 1_000_000) -> TickResult:
         """Tick until nothing is left or a tick fails (benchmarks, tests, an import)."""
-        stored = refused = 0
+        stored = refused = packed = 0
         for _ in range(max_ticks):
             result = await self.tick()
             stored += result.stored
             refused += result.refused
-            if result.error is not None or not (result.stored or result.refused):
-                return TickResult(stored, refused, result.error)
-        return TickResult(stored, refused)
+            packed += result.packed
+            if result.error is not None or not (result.stored or result.refused or result.packed):
+                return TickResult(stored, refused, result.error, packed)
+        return TickResult(stored, refused, None, packed)
 
     def _lacking(self) -> Select[tuple[str, str, str, str, datetime]]:
         """Live memories (of the tenant, when set) without a vector of the model, oldest

@@ -34,6 +34,13 @@ def encode(vector: npt.NDArray[np.float32]) -> bytes:
     return np.ascontiguousarray(vector, dtype=_DTYPE).tobytes()
 
 
+def decode(blob: bytes, dims: int) -> npt.NDArray[np.float32] | None:
+    """A stored vector; None when the bytes are not ``dims`` float32s (written wrong)."""
+    if len(blob) != dims * _DTYPE.itemsize:
+        return None
+    return np.frombuffer(blob, dtype=_DTYPE).astype(np.float32)
+
+
 def insert_ignore(dialect: str) -> Insert:
     """An insert that leaves a vector already stored for the memory and model as it is."""
     if dialect == "sqlite":

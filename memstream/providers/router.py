@@ -55,7 +55,6 @@ class ProviderRouter:
             self.builtin = MySQLProvider(
                 engine,
                 embedder=EmbeddingClient.from_settings(settings),
-                vector_cache_bytes=settings.embedding_cache_bytes,
                 # Half the long-term part's time limit: a slow endpoint leaves the other half
                 # for the lexical answer.
                 query_timeout=settings.long_term_timeout_seconds / 2,

@@ -80,6 +80,17 @@ class Blob(TypeDecorator[bytes]):
         return _FromHex(bindvalue)
 
 
+class LargeBlob(Blob):
+    """``Blob`` of up to 16 MiB on MySQL (MEDIUMBLOB; BLOB holds 64 KiB)."""
+
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> Any:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.MEDIUMBLOB())
+        return super().load_dialect_impl(dialect)
+
+
 MYSQL_TABLE_ARGS: dict[str, Any] = {
     "mysql_engine": "InnoDB",
     "mysql_charset": "utf8mb4",
@@ -216,9 +227,34 @@ memory_embedding = Table(
     # BLOB on MySQL: up to 65,535 bytes, 16,383 dimensions.
     Column("vector", Blob, nullable=False),
     Column("created_at", _TIME, nullable=False),
+    # The ``memory_vector_block`` holding this vector; NULL until it is packed into one (a
+    # vector just stored, or stored by SQL), -1 once its memory is deleted (never packed).
+    Column("block", Integer, nullable=True),
     # A search loads and counts one user's vectors of one model.
     Index("ix_embedding_user", "tenant_id", "user_id", "model"),
+    # The backfill finds the vectors not packed yet.
+    Index("ix_embedding_unpacked", "block"),
     **MYSQL_TABLE_ARGS,
+)
+
+# The vectors of one user and model packed for search (memstream.embeddings.blocks): up to
+# BLOCK_MEMORIES live memories per row, their ids and cubes in ``ids`` and their vectors
+# int8-quantised in ``vectors``, so that one range read on the primary key returns a user's
+# whole matrix (docs/design/builtin-store.md, "Vector blocks"). Filled from
+# ``memory_embedding``; a memory deleted through memstream leaves its block at once.
+memory_vector_block = Table(
+    "memory_vector_block",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("user_id", _ID, primary_key=True),
+    Column("model", String(128), primary_key=True),
+    Column("block", Integer, primary_key=True, autoincrement=False),
+    Column("dims", Integer, nullable=False),
+    Column("memories", Integer, nullable=False),
+    Column("ids", LargeBlob, nullable=False),
+    Column("vectors", LargeBlob, nullable=False),
+    **MYSQL_TABLE_ARGS,
+    sqlite_with_rowid=False,
 )
 
 # What the long-term chain and the API wrote to an external provider (MemOS, Mem0), kept so the

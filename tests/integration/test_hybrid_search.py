@@ -14,15 +14,16 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.topics import publish
+from memstream.embeddings import blocks
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers import degraded
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import MySQLProvider, sql
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
-from memstream.store.schema import long_term_memory, memory_embedding
+from memstream.store.schema import long_term_memory, memory_embedding, memory_vector_block
 from tests.fakes.embeddings import EmbeddingScript, Fault, embeddings_app
 from tests.fakes.http import serve
 from tests.support.api import client_for
@@ -116,6 +117,15 @@ def hybrid(db: AsyncEngine, url: str, **options: float) -> MySQLProvider:
     return MySQLProvider(db, embedder=client(url), **options)  # type: ignore[arg-type]
 
 
+def now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+async def packed(db: AsyncEngine, tenant: str, user: str = "u1") -> int:
+    async with db.connect() as conn:
+        return await blocks.count(conn, tenant, user, MODEL)
+
+
 async def vector_count(db: AsyncEngine, tenant: str) -> int:
     query = select(func.count()).where(memory_embedding.c.tenant_id == tenant)
     async with db.connect() as conn:
@@ -174,8 +184,7 @@ async def test_memories_without_a_vector_are_found_lexically(
     assert (await backfill(db, server, tenant).run_until_done()).stored == 1
     hits = await provider.search(tenant, "u1", None, "greyhound Pixel")
     assert [h.id for h in hits] == [late[0].id]
-    entry = provider.vectors.get((tenant, "u1"))
-    assert entry is not None and late[0].id in entry.ids and len(entry.ids) == len(FACTS) + 1
+    assert await packed(db, tenant) == len(FACTS) + 1
 
 
 async def test_vectors_of_deleted_memories_are_never_returned(
@@ -187,8 +196,71 @@ async def test_vectors_of_deleted_memories_are_never_returned(
     assert (await provider.search(tenant, "u1", None, QUESTION))[0].id == stored[0].id
     await MySQLProvider(db).delete(tenant, [stored[0].id])  # another process deletes it
     assert await provider.search(tenant, "u1", None, QUESTION) == []
+    assert await packed(db, tenant) == len(FACTS) - 1  # out of its block at once
+    # Deleted by SQL: still in its block, never answered.
+    t = long_term_memory
+    async with db.begin() as conn:
+        await conn.execute(
+            update(t)
+            .where(t.c.tenant_id == tenant, t.c.id == stored[1].id)
+            .values(deleted_at=now())
+        )
+    assert stored[1].id not in {h.id for h in await provider.search(tenant, "u1", None, "Berlin")}
     await provider.delete_user(tenant, "u1")
     assert await provider.search(tenant, "u1", None, QUESTION) == []
+    assert await packed(db, tenant) == 0
+
+
+async def test_a_cold_process_finds_a_vector_only_hit(
+    db: AsyncEngine, server: str, tenant: str
+) -> None:
+    """Every search reads the user's packed vectors: a process that never saw the user
+    finds a memory sharing no word with the question on its first search."""
+    stored = await MySQLProvider(db).add([memory(tenant, fact) for fact in FACTS])
+    await backfill(db, server, tenant).run_until_done()
+    assert await MySQLProvider(db).search(tenant, "u1", None, QUESTION) == []  # no shared word
+    cold = hybrid(db, server)
+    hits = await cold.search(tenant, "u1", None, QUESTION)
+    assert [h.id for h in hits][:1] == [stored[0].id]
+    await cold.aclose()
+
+
+async def test_an_erased_memory_leaves_its_block(db: AsyncEngine, server: str, tenant: str) -> None:
+    provider = hybrid(db, server)
+    stored = await provider.add([memory(tenant, fact) for fact in FACTS])
+    await backfill(db, server, tenant).run_until_done()
+    await provider.delete(tenant, [stored[0].id], erase=True)
+    async with db.connect() as conn:
+        found = blocks.matrix_of(await blocks.load(conn, tenant, "u1", MODEL), DIMENSION)
+    assert len(found) == len(FACTS) - 1 and stored[0].id not in found.ids
+    assert await provider.search(tenant, "u1", None, QUESTION) == []
+
+
+async def test_rows_written_by_sql_get_vectors_and_are_found_by_meaning(
+    db: AsyncEngine, server: str, tenant: str
+) -> None:
+    """A memory imported by SQL (no postings, no vector) is embedded and packed by the
+    backfill; a vector imported by SQL (not in a block) is packed by the same ticks."""
+    t = long_term_memory
+    row = sql.new_row(memory(tenant, VEGETARIAN), now())
+    async with db.begin() as conn:
+        await conn.execute(t.insert().values(**row))
+    provider = hybrid(db, server)
+    assert await provider.search(tenant, "u1", None, QUESTION) == []
+    result = await backfill(db, server, tenant).run_until_done()
+    assert result.stored == 1 and result.packed == 1
+    assert [h.id for h in await provider.search(tenant, "u1", None, QUESTION)] == [row["id"]]
+    # Vectors stored before the blocks existed (or by SQL): packed by the next tick.
+    e = memory_embedding
+    async with db.begin() as conn:
+        await conn.execute(update(e).where(e.c.tenant_id == tenant).values(block=None))
+        await conn.execute(
+            delete(memory_vector_block).where(memory_vector_block.c.tenant_id == tenant)
+        )
+    assert await provider.search(tenant, "u1", None, QUESTION) == []
+    assert (await backfill(db, server, tenant).tick()).packed == 1
+    assert [h.id for h in await provider.search(tenant, "u1", None, QUESTION)] == [row["id"]]
+    await provider.aclose()
 
 
 async def test_a_forget_through_another_replica_is_never_served(
@@ -288,28 +360,24 @@ async def test_a_search_without_a_collector_notes_nothing(db: AsyncEngine, tenan
     assert [h.content for h in hits] == ["The user plays the cello on weekends."]
 
 
-async def test_the_vector_cache_is_bounded_by_bytes(
-    db: AsyncEngine, server: str, tenant: str
+async def test_blocks_fill_up_and_users_keep_their_own(
+    db: AsyncEngine, server: str, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    users = [f"u{n}" for n in range(4)]
+    monkeypatch.setattr(blocks, "BLOCK_MEMORIES", 4)
+    users = ["u1", "u2"]
     for user in users:
-        rows = [memory(tenant, f"{user} note {n} about trains.", user=user) for n in range(40)]
+        rows = [memory(tenant, f"{user} note {n} about trains.", user=user) for n in range(9)]
         await MySQLProvider(db).add([*rows, memory(tenant, VEGETARIAN, user=user)])
-    await backfill(db, server, tenant).run_until_done()
-    one_user = 41 * DIMENSION * 4
-    provider = hybrid(db, server, vector_cache_bytes=int(2.5 * one_user))
+    await backfill(db, server, tenant, batch_size=3, per_tick=3).run_until_done()
+    provider = hybrid(db, server)
     for user in users:
+        async with db.connect() as conn:
+            found = await blocks.load(conn, tenant, user, MODEL)
+        assert [b.memories for b in found] == [4, 4, 2]
+        assert len(set(blocks.matrix_of(found, DIMENSION).ids)) == 10
         hits = await provider.search(tenant, user, None, QUESTION)
-        assert hits[0].content == VEGETARIAN
-        assert provider.vectors.nbytes <= provider.vectors.max_bytes
-    assert len(provider.vectors) == 2 and provider.vectors.evictions == 2
-    assert (tenant, users[0]) not in provider.vectors
-    # An evicted user is read again, the answer unchanged.
-    assert (await provider.search(tenant, users[0], None, QUESTION))[0].content == VEGETARIAN
-    # A user larger than the whole cache is served and not kept.
-    tiny = hybrid(db, server, vector_cache_bytes=one_user // 2)
-    assert (await tiny.search(tenant, users[1], None, QUESTION))[0].content == VEGETARIAN
-    assert len(tiny.vectors) == 0 and tiny.vectors.nbytes == 0
+        assert hits[0].content == VEGETARIAN and hits[0].user_id == user
+    await provider.aclose()
 
 
 async def test_backfill_batches_bounds_each_tick_and_skips_deleted(

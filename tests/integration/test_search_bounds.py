@@ -139,7 +139,7 @@ async def test_a_hybrid_search_over_many_memories_ranks_off_the_loop(
     # More memories than ranked inline; those without a vector yet are found lexically.
     await provider.add(shared_vocabulary(tenant, "big", INLINE_WORK + 1)[3:])
 
-    ranking, served = held_in_a_thread(monkeypatch, "rank_hybrid")
+    ranking, served = held_in_a_thread(monkeypatch, "hybrid_candidates")
     found = await served_while_held(provider, tenant, f"{SHARED} marker1500", ranking, served)
     assert found[0].content.endswith(" marker1500")
     await provider.aclose()

@@ -1,14 +1,13 @@
-"""The built-in long-term store (provider ``MYSQL``): table ``long_term_memory`` plus an
-in-memory lexical index per user, on MySQL/MariaDB or SQLite; with an embeddings endpoint
-configured, lexical and vector ranks fused. Why it is built this way:
-docs/design/builtin-store.md."""
+"""The built-in long-term store (provider ``MYSQL``): table ``long_term_memory`` with its
+stored postings, on MySQL/MariaDB or SQLite; with an embeddings endpoint configured, the
+lexical ranking fused with a vector ranking over the user's packed vectors. No search needs
+a per-process warm-up. Why it is built this way: docs/design/builtin-store.md."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-import weakref
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, Literal
@@ -17,16 +16,20 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.embeddings import rows as vector_rows
-from memstream.embeddings.cache import UserVectors, VectorCache
+from memstream.embeddings import blocks
 from memstream.embeddings.client import EmbeddingClient
 from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT
 from memstream.memory import MemoryItem, NewMemory, readable_cubes
 from memstream.providers import degraded
-from memstream.providers.builtin import postings, sql
-from memstream.providers.builtin.index_cache import RecentSearches, UserIndex, UserIndexCache
-from memstream.providers.builtin.ranking import lexical_pools, pick_lexical, rank_hybrid
-from memstream.providers.builtin.sql import ContentKey, Fingerprint
+from memstream.providers.builtin import postings, ranking, sql
+from memstream.providers.builtin.index_cache import RecentSearches
+from memstream.providers.builtin.ranking import (
+    hybrid_candidates,
+    lexical_pools,
+    pick_hybrid,
+    pick_lexical,
+)
+from memstream.providers.builtin.sql import ContentKey
 from memstream.providers.http import PROVIDER_FAILURES
 from memstream.retrieval import (
     MMR_LAMBDA,
@@ -41,10 +44,6 @@ from memstream.store.reads import Reads
 from memstream.text.terms import phrases, tokenize
 
 log = logging.getLogger(__name__)
-
-# Up to this many memories lacking a vector in the cached matrix are looked up by id; more
-# (a cold cache, embeddings just switched on) read all of the user's vectors at once.
-VECTOR_LOOKUP_LIMIT = 2_000
 
 # A search scoring more postings, or fusing over more memories, than this ranks in a worker
 # thread so that the loop keeps serving other requests (about a millisecond of work: smaller
@@ -63,12 +62,8 @@ class MySQLProvider:
         *,
         relativity: float = RELATIVITY,
         mmr_lambda: float = MMR_LAMBDA,
-        cache_users: int = 1024,
-        cache_memories: int = 250_000,
-        revalidate_seconds: float = 300.0,
         fresh_seconds: float = 0.0,
         embedder: EmbeddingClient | None = None,
-        vector_cache_bytes: int = 64 * 1024 * 1024,
         query_timeout: float = 0.4,
         embedding_retry_seconds: float = 2.0,
         vector_weight: float = VECTOR_WEIGHT,
@@ -86,35 +81,14 @@ class MySQLProvider:
         self.relativity = relativity
         self.mmr_lambda = mmr_lambda
         self.postings_budget = postings_budget
-        self._cache = UserIndexCache(
-            engine,
-            users=cache_users,
-            memories=cache_memories,
-            revalidate_seconds=revalidate_seconds,
-            fresh_seconds=fresh_seconds,
-            reads=self._reads,
-        )
         self._recent = RecentSearches(fresh_seconds)
         self.embedder = embedder
-        self.vectors = VectorCache(vector_cache_bytes)
         self.query_timeout = query_timeout
         self.embedding_retry_seconds = embedding_retry_seconds
         self.vector_weight = vector_weight
         self.fusion: Literal["rrf", "weighted"] = fusion
         self.rrf_k = rrf_k
         self._embeddings_retry_at = 0.0  # monotonic time before which queries are not embedded
-        self._vector_locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )
-
-    @property
-    def rebuilds(self) -> int:
-        """Index (re)builds, for tests and metrics."""
-        return self._cache.rebuilds
-
-    @property
-    def _cached_memories(self) -> int:
-        return self._cache.memories
 
     # --- writes --------------------------------------------------------------------------
 
@@ -163,7 +137,6 @@ class MySQLProvider:
             ]
             await postings.write(conn, posted)
         for tenant_id, user_id in {(k[0], k[1]) for k in keys}:
-            self._cache.unverify(tenant_id, user_id)
             self._reads.wrote(tenant_id, user_id)
             self._recent.drop(tenant_id, user_id)
         missing = [k for k in keys if k not in stored]
@@ -180,12 +153,13 @@ class MySQLProvider:
         async with self._engine.begin() as conn:
             for chunk in sql.chunks(sorted(set(ids))):
                 expired = await sql.expire(conn, sql.by_ids(tenant_id, chunk))
+                # Out of the packed vectors first: ``erase`` drops the rows saying where.
+                await blocks.unpack(conn, tenant_id, expired)
                 if erase:
                     await sql.erase(conn, tenant_id, expired)
                 deleted += expired
             await postings.remove(conn, tenant_id, deleted)
         if deleted:
-            self._cache.unverify(tenant_id)  # the ids do not say whose they were
             self._reads.wrote(tenant_id)
             self._recent.drop(tenant_id)
         return deleted
@@ -195,10 +169,9 @@ class MySQLProvider:
         async with self._engine.begin() as conn:
             deleted = await sql.expire(conn, sql.of_user(tenant_id, user_id))
             await postings.remove(conn, tenant_id, deleted)
+            await blocks.drop_user(conn, tenant_id, user_id)
         self._reads.wrote(tenant_id, user_id)
-        self._cache.evict((tenant_id, user_id))
         self._recent.drop(tenant_id, user_id)
-        self.vectors.discard((tenant_id, user_id))
         return deleted
 
     # --- reads ---------------------------------------------------------------------------
@@ -235,74 +208,108 @@ class MySQLProvider:
                     found = await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
                     self._recent.put(key, found)
                 return found
-            assert self.embedder is not None
-            entry, fingerprint = await self._cache.get(tenant_id, user_id, self.embedder.model)
-            if not entry.items:
-                return []
-            query_vector = await self._query_vector(embedding)
-            if query_vector is None:
-                return await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
-            vectors = await self._user_vectors(
-                tenant_id, user_id, entry, fingerprint, int(query_vector.shape[0])
-            )
-            if len(entry.items) > INLINE_WORK:
-                # The user's lock keeps a small change from landing in place under the thread.
-                async with self._cache.lock(tenant_id, user_id):
-                    found = await asyncio.to_thread(
-                        rank_hybrid, entry, terms, query_vector, vectors, cubes, top_k, self
-                    )
-            else:
-                found = rank_hybrid(entry, terms, query_vector, vectors, cubes, top_k, self)
-            return await self._still_live(tenant_id, user_id, found)
+            return await self._search_hybrid(tenant_id, user_id, terms, cubes, top_k, embedding)
         finally:
             if embedding is not None:
                 embedding[0].cancel()
+
+    async def _postings(
+        self, tenant_id: str, user_id: str, terms: Sequence[str]
+    ) -> postings.Postings:
+        """The stored postings of the query's terms (nothing to read without terms)."""
+        if not terms:
+            return postings.Postings()
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            return await postings.read(
+                conn, tenant_id, user_id, terms, phrases(terms), budget=self.postings_budget
+            )
 
     async def _search_lexical(
         self, tenant_id: str, user_id: str, terms: Sequence[str], cubes: Sequence[str], top_k: int
     ) -> list[MemoryItem]:
         """BM25 over the stored postings of the query's terms: no per-user warm-up, and only
         live memories are ever scored (docs/design/builtin-store.md)."""
-        if not terms:
+        found = await self._postings(tenant_id, user_id, terms)
+        if not found.count and not found.unread:
             return []
-        async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            found = await postings.read(
-                conn, tenant_id, user_id, terms, phrases(terms), budget=self.postings_budget
-            )
 
-            def rank() -> dict[str, list[tuple[float, str]]]:
-                scores = relevance(
-                    terms,
-                    found.n_docs,
-                    found.words,
-                    found.pairs,
-                    length_norms(found.lengths),
-                    unread=found.unread,
-                )
-                return lexical_pools(scores, found.cubes.__getitem__, cubes, top_k, self.relativity)
+        def rank() -> dict[str, list[tuple[float, str]]]:
+            scores = _relevance(terms, found)
+            return lexical_pools(scores, found.cubes.__getitem__, cubes, top_k, self.relativity)
 
-            # ``found`` belongs to this call alone: a thread can score it while the loop runs.
-            pools = await asyncio.to_thread(rank) if found.count > INLINE_WORK else rank()
-            ids = sorted({doc_id for pool in pools.values() for _, doc_id in pool})
-            if not ids:
-                return []
-            items = {item.id: item for item in await sql.live_items(conn, tenant_id, ids)}
+        # ``found`` belongs to this call alone: a thread can score it while the loop runs.
+        pools = await asyncio.to_thread(rank) if found.count > INLINE_WORK else rank()
+        ids = sorted({doc_id for pool in pools.values() for _, doc_id in pool})
+        if not ids:
+            return []
+        items = await self._live_items(tenant_id, user_id, ids)
 
         def token_set(doc_id: str) -> frozenset[str]:
             return frozenset(tokenize(items[doc_id].content))
 
         return pick_lexical(pools, items, token_set, top_k, self.mmr_lambda)
 
-    async def _still_live(
-        self, tenant_id: str, user_id: str, found: list[MemoryItem]
+    async def _search_hybrid(
+        self,
+        tenant_id: str,
+        user_id: str,
+        terms: Sequence[str],
+        cubes: Sequence[str],
+        top_k: int,
+        embedding: tuple[asyncio.Task[npt.NDArray[np.float32]], float],
     ) -> list[MemoryItem]:
-        """``found`` without the memories deleted since the cached index last looked: a delete
-        through another process is never served, whatever the cache holds."""
-        if not found:
-            return found
+        """The stored postings and the user's packed vectors, read while the query is
+        embedded, ranked and fused; then the candidates' rows (only live ones are answered,
+        however a memory was deleted)."""
+        assert self.embedder is not None
+        model = self.embedder.model
+        lexical = asyncio.ensure_future(self._postings(tenant_id, user_id, terms))
+        packed = asyncio.ensure_future(self._packed(tenant_id, user_id, model))
+        try:
+            query_vector = await self._query_vector(embedding)
+            found, rows = await asyncio.gather(lexical, packed)
+        finally:
+            for task in (lexical, packed):
+                task.cancel()
+        if query_vector is None:
+            return await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
+        dims = int(query_vector.shape[0])
+
+        def rank() -> ranking.HybridCandidates:
+            matrix = blocks.matrix_of(rows, dims)
+            return hybrid_candidates(
+                _relevance(terms, found) if found.count or found.unread else {},
+                found.cubes.__getitem__,
+                matrix.ids,
+                matrix.cubes,
+                matrix.cosines(query_vector),
+                cubes,
+                top_k,
+            )
+
+        work = found.count + sum(row.memories for row in rows)
+        candidates = await asyncio.to_thread(rank) if work > INLINE_WORK else rank()
+        ids = candidates.ids()
+        if not ids:
+            return []
+        items = await self._live_items(tenant_id, user_id, ids)
+
+        def token_set(doc_id: str) -> frozenset[str]:
+            return frozenset(tokenize(items[doc_id].content))
+
+        return pick_hybrid(candidates, items, token_set, cubes, top_k, self)
+
+    async def _packed(self, tenant_id: str, user_id: str, model: str) -> list[blocks.Block]:
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            live = {i.id for i in await sql.live_items(conn, tenant_id, [f.id for f in found])}
-        return [item for item in found if item.id in live]
+            return await blocks.load(conn, tenant_id, user_id, model)
+
+    async def _live_items(
+        self, tenant_id: str, user_id: str, ids: Sequence[str]
+    ) -> dict[str, MemoryItem]:
+        """The live memories among ``ids`` by id: a memory deleted through any process, or
+        by SQL, is never answered."""
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            return {item.id: item for item in await sql.live_items(conn, tenant_id, ids)}
 
     # --- vectors -------------------------------------------------------------------------
 
@@ -334,63 +341,22 @@ class MySQLProvider:
             degraded.note("embeddings")
             return None
 
-    async def _user_vectors(
-        self,
-        tenant_id: str,
-        user_id: str,
-        entry: UserIndex,
-        fingerprint: Fingerprint,
-        dims: int,
-    ) -> UserVectors:
-        """The vectors of the user's live memories (those that have one), from the cache when
-        its version is this fingerprint, else refreshed: only missing vectors are read."""
-        assert self.embedder is not None
-        key = (tenant_id, user_id)
-        version = (fingerprint, dims)
-        cached = self.vectors.get(key)
-        if cached is not None and cached.version == version:
-            return cached
-        lock = self._vector_locks.get(key)
-        if lock is None:
-            lock = self._vector_locks[key] = asyncio.Lock()
-        async with lock:
-            cached = self.vectors.get(key)
-            if cached is not None and cached.version == version:
-                return cached
-            live = set(entry.items)
-            kept: list[int] = []
-            ids: list[str] = []
-            if cached is not None and cached.vectors.shape[1] == dims:
-                for row, memory_id in enumerate(cached.ids):
-                    if memory_id in live:
-                        kept.append(row)
-                        ids.append(memory_id)
-            held = set(ids)
-            missing = sorted(live - held)
-            model = self.embedder.model
-            async with self._reads.engine(tenant_id, user_id).connect() as conn:
-                if cached is None or len(missing) > VECTOR_LOOKUP_LIMIT:
-                    found_ids, found = await vector_rows.load(conn, tenant_id, user_id, model, dims)
-                    kept, ids = [], []
-                elif missing:
-                    found_ids, found = await vector_rows.load(
-                        conn, tenant_id, user_id, model, dims, missing
-                    )
-                else:
-                    found_ids, found = [], np.zeros((0, dims), dtype=np.float32)
-            wanted = [n for n, memory_id in enumerate(found_ids) if memory_id in live]
-            parts = [found[wanted]]
-            if kept and cached is not None:
-                parts.insert(0, cached.vectors[kept])
-            ids += [found_ids[n] for n in wanted]
-            return self.vectors.put(key, ids, np.concatenate(parts), version)
-
     def clear_cache(self) -> None:
-        self._cache.clear()
         self._recent.clear()
-        self.vectors.clear()
 
     async def aclose(self) -> None:
         """Close the embeddings client's connections."""
         if self.embedder is not None:
             await self.embedder.aclose()
+
+
+def _relevance(terms: Sequence[str], found: postings.Postings) -> dict[str, float]:
+    """BM25 relevance of the posted memories (``retrieval.relevance``)."""
+    return relevance(
+        terms,
+        found.n_docs,
+        found.words,
+        found.pairs,
+        length_norms(found.lengths),
+        unread=found.unread,
+    )

@@ -1,23 +1,20 @@
 """The built-in store's ranking: lexical (BM25 relevance, thresholded, MMR, over the stored
-postings or a cached index) and hybrid (lexical and vector rankings of one user's cached
-memories fused, then MMR). No IO: each runs synchronously, inline or in a worker thread with
-the user's index lock held (provider.py), so nothing changes under it."""
+postings) and hybrid (the lexical ranking and the vector ranking of the user's packed
+vectors fused, then MMR). No IO: each runs on data its search read and owns, inline or in a
+worker thread (provider.py)."""
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from memstream.embeddings.cache import UserVectors
 from memstream.embeddings.fusion import entered_by_rank, fuse
 from memstream.memory import MemoryItem
-from memstream.providers.builtin.index_cache import UserIndex
-from memstream.providers.builtin.sql import Counts
 from memstream.retrieval import mmr, normalised
 
 
@@ -78,45 +75,80 @@ def pick_lexical(
     return [replace(items[doc_id], score=round(score, 4)) for score, _, doc_id in picked]
 
 
-def rank_hybrid(
-    entry: UserIndex,
-    terms: Sequence[str],
-    query: npt.NDArray[np.float32],
-    vectors: UserVectors,
+@dataclass(frozen=True, slots=True)
+class HybridCandidates:
+    """The candidates of a hybrid search, per readable cube: the most relevant (id,
+    relevance) pairs and the nearest (id, cosine) pairs, best first, with room for memories
+    found deleted when their rows are read; and the vector hits entered by rank."""
+
+    lexical: dict[str, list[tuple[str, float]]]
+    vector: dict[str, list[tuple[str, float]]]
+    entered: frozenset[str]
+
+    def ids(self) -> list[str]:
+        """Every candidate's id, sorted (the rows to read)."""
+        pools = (*self.lexical.values(), *self.vector.values())
+        return sorted({doc_id for pool in pools for doc_id, _ in pool})
+
+
+def hybrid_candidates(
+    relevance: Mapping[str, float],
+    cube_of: Callable[[str], str],
+    ids: Sequence[str],
+    vector_cubes: Sequence[str],
+    cosines: npt.NDArray[np.float32],
+    cubes: Sequence[str],
+    top_k: int,
+) -> HybridCandidates:
+    """What a hybrid search reads the rows of: ``relevance`` of live memories by id (their
+    cubes by ``cube_of``), and the cosines of the user's vectors (row ``i`` is memory
+    ``ids[i]`` of cube ``vector_cubes[i]``)."""
+    size = _pool_size(top_k)
+    lexical: dict[str, list[tuple[float, str]]] = {c: [] for c in cubes}
+    for doc_id, value in relevance.items():
+        if value > 0.0:
+            bucket = lexical.get(cube_of(doc_id))
+            if bucket is not None:
+                bucket.append((value, doc_id))
+    entered = frozenset(ids[n] for n in entered_by_rank(cosines))
+    return HybridCandidates(
+        {c: [(i, v) for v, i in heapq.nlargest(size, pool)] for c, pool in lexical.items()},
+        _nearest_by_cube(ids, vector_cubes, cosines, cubes, 2 * size),
+        entered,
+    )
+
+
+def pick_hybrid(
+    candidates: HybridCandidates,
+    items: Mapping[str, MemoryItem],
+    token_set: Callable[[str], frozenset[str]],
     cubes: Sequence[str],
     top_k: int,
     options: HybridOptions,
 ) -> list[MemoryItem]:
-    """Lexical and vector rankings of each readable cube fused (memstream.embeddings.fusion),
-    then MMR on the fused scores."""
-    items = entry.items
-    pool_size = _pool_size(top_k)
-    lexical = _best_lexical(entry, terms, cubes, pool_size)
-    ids = vectors.ids
-    cosines = vectors.cosines(query)
-    if _counts_of(vectors) != entry.fingerprint:
-        # The index moved on since the matrix was read: only rows of memories still live.
-        live = np.fromiter((memory_id in items for memory_id in ids), dtype=bool, count=len(ids))
-        rows = np.flatnonzero(live)
-        ids, cosines = tuple(ids[n] for n in rows), cosines[rows]
-    entered = {ids[n] for n in entered_by_rank(cosines)}
-    by_cosine = _best_by_cube(ids, cosines, items, cubes, pool_size)
+    """Lexical and vector rankings of each readable cube fused over the candidates still
+    live (those in ``items``; memstream.embeddings.fusion), then MMR on the fused scores."""
+    size = _pool_size(top_k)
     picked: list[tuple[float, float, str]] = []
-    tokens = entry.index.token_set
     for cube in cubes:
-        ranked = [(doc_id, normalised(value)) for doc_id, value in lexical[cube]]
+        ranked = [
+            (doc_id, normalised(value))
+            for doc_id, value in candidates.lexical[cube]
+            if doc_id in items
+        ]
+        nearest = [pair for pair in candidates.vector[cube] if pair[0] in items][:size]
         fused = fuse(
             ranked,
-            by_cosine[cube],
+            nearest,
             threshold=options.relativity,
             k=options.rrf_k,
             vector_weight=options.vector_weight,
-            entered=entered,
+            entered=candidates.entered,
             order=options.fusion,
-            limit=pool_size,
+            limit=size,
         )
         pool = [
-            ((f.rrf if options.fusion == "rrf" else f.weighted, f.id), f.score, tokens(f.id))
+            ((f.rrf if options.fusion == "rrf" else f.weighted, f.id), f.score, token_set(f.id))
             for f in fused
         ]
         for (value, doc_id), score, _tokens in mmr(pool, options.mmr_lambda, top_k):
@@ -125,43 +157,10 @@ def rank_hybrid(
     return [replace(items[doc_id], score=round(score, 4)) for score, _, doc_id in picked]
 
 
-def _best_lexical(
-    entry: UserIndex, terms: Sequence[str], cubes: Sequence[str], size: int
-) -> dict[str, list[tuple[str, float]]]:
-    """The ``size`` most relevant (id, relevance) pairs of each readable cube, best first."""
-    by_cube: dict[str, list[tuple[str, float]]] = {c: [] for c in cubes}
-    relevance = entry.index.relevance(terms) if terms else {}
-    items = entry.items
-
-    def fill(pairs: Iterable[tuple[str, float]]) -> None:
-        for doc_id, value in pairs:
-            bucket = by_cube.get(items[doc_id].cube_id)
-            if bucket is not None and len(bucket) < size and value > 0.0:
-                bucket.append((doc_id, value))
-
-    # A common word matches thousands of a large store's memories: the best few first, all
-    # of them only when a cube is still short.
-    few = 4 * size * len(cubes)
-    head = heapq.nlargest(few, relevance.items(), key=lambda pair: pair[1])
-    fill(head)
-    if len(relevance) > few and any(len(bucket) < size for bucket in by_cube.values()):
-        by_cube = {c: [] for c in cubes}
-        fill(sorted(relevance.items(), key=lambda pair: pair[1], reverse=True))
-    return by_cube
-
-
-def _counts_of(vectors: UserVectors) -> Counts | None:
-    """The lexical counts a vector matrix was read for (its version's first two counts)."""
-    version = vectors.version
-    if isinstance(version, tuple) and version and isinstance(version[0], tuple):
-        return (version[0][0], version[0][1])
-    return None
-
-
-def _best_by_cube(
+def _nearest_by_cube(
     ids: Sequence[str],
+    vector_cubes: Sequence[str],
     cosines: npt.NDArray[np.float32],
-    items: dict[str, MemoryItem],
     cubes: Sequence[str],
     size: int,
 ) -> dict[str, list[tuple[str, float]]]:
@@ -170,7 +169,7 @@ def _best_by_cube(
 
     def fill(rows: npt.NDArray[np.intp]) -> None:
         for n in rows[np.argsort(-cosines[rows], kind="stable")]:
-            bucket = by_cube.get(items[ids[n]].cube_id)
+            bucket = by_cube.get(vector_cubes[n])
             if bucket is not None and len(bucket) < size:
                 bucket.append((ids[n], float(cosines[n])))
 
