@@ -1,6 +1,7 @@
 """The conflict stage: plan each session against the live memories of its user, and apply the
-plan (write new memories first, then expire the old), one session of a user after the other
-(``memstream.longterm.user_queue``)."""
+plan (write new memories first, then expire the old), one session of a user after the other,
+in the order they ended (``memstream.longterm.user_queue``): records with candidates, and the
+placeholders, releases and wakes that keep that order (``memstream.streams.order``)."""
 
 from __future__ import annotations
 
@@ -14,20 +15,23 @@ import faust
 from memstream import metrics
 from memstream.agents.dedupe import read
 from memstream.agents.persist import read as read_plan
+from memstream.errors import InvalidEvent
 from memstream.events.deadletter import SourceRecord
 from memstream.failure.classify import failure_reason
 from memstream.longterm.conflict import LLMConflictResolver
-from memstream.longterm.payloads import dumps
+from memstream.longterm.payloads import arrival_of, dumps, loads, session_of
 from memstream.longterm.retention import Retention
 from memstream.longterm.stages import persist, plan
-from memstream.longterm.user_queue import Admission, Outcomes, UserOrder
+from memstream.longterm.user_queue import Arrival, Outcomes, Stage, UserOrder, Waiting
 from memstream.streams import shared
 from memstream.streams.app import app, settings
+from memstream.streams.order import wake_at
 from memstream.streams.stage import Settle, decoded, publish_dead_letter, retry_later
 from memstream.streams.topics import lt_conflict, retry_policy
 from memstream.tables.order import user_queues
 
 STAGE = "conflict"
+waiting = Waiting()
 
 
 @cache
@@ -38,7 +42,7 @@ def resolver() -> LLMConflictResolver | None:
 
 async def apply(value: bytes, kept: bytes | None, keep: Callable[[bytes], Awaitable[None]]) -> None:
     """Plan the session (unless a plan was kept from an earlier try), keep the plan, apply it."""
-    current, candidates = read(value)
+    current, candidates, _ = read(value)
     provider = await shared.router().for_agent(current.tenant_id, current.agent_id)
     if kept is None:
         verdict = await plan(current, candidates, provider, resolver())
@@ -54,23 +58,44 @@ async def apply(value: bytes, kept: bytes | None, keep: Callable[[bytes], Awaita
     metrics.MEMORIES.labels("expired").inc(len(gone))
 
 
+def read_arrival(raw: bytes | None) -> tuple[Arrival, bytes | None]:
+    """What a record means for its user's queue, and the user (None for a wake: its key)."""
+    record = loads(raw or b"")
+    arrival = arrival_of(record)
+    if arrival.kind == "wake":
+        return arrival, None
+    if arrival.kind == "record":
+        read(raw)  # a record the stage cannot apply is dead-lettered before it joins a queue
+    return arrival, session_of(record).owner_key
+
+
+async def resend(head: SourceRecord) -> None:
+    await shared.send_durably(lt_conflict, head.key, head.value)
+
+
 async def handle(source: SourceRecord) -> Outcomes:
-    current, _ = decoded(read, source)
-    order = UserOrder(
-        user_queues, current.owner_key, now=time.time(), remember=retry_policy.horizon
-    )
-    admission = order.admit(source)
-    if admission is not Admission.HEAD:
-        # Queued behind an earlier record of the user, or known already: nothing to do now.
-        return Outcomes({"held" if admission is Admission.QUEUED else "finished": 1})
-    return await order.drain(
+    arrival, owner = decoded(read_arrival, source)
+    owner = owner or source.key
+    if owner is None:
+        raise InvalidEvent("invalid_payload", "A wake for no user's queue (the record has no key).")
+    order = UserOrder(user_queues, owner, now=time.time(), remember=retry_policy.horizon)
+    stage = Stage(
         apply,
         classify=failure_reason,
         retry=partial(retry_later, STAGE),
         dead_letter=partial(publish_dead_letter, STAGE),
-        resend=lambda head: shared.send_durably(lt_conflict, head.key, head.value),
+        resend=resend,
         flush=app.producer.flush,
+        wake=partial(wake_at, owner),
     )
+    outcomes = await order.settle(arrival, source, stage)
+    topic = lt_conflict.get_topic_name()
+    held = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
+    for state, users in waiting.update(
+        owner, source.partition, order.waiting_state(), held
+    ).items():
+        metrics.SESSION_ORDER_WAITING.labels(state).set(users)
+    return outcomes
 
 
 @app.agent(lt_conflict)
@@ -88,3 +113,5 @@ async def conflict(stream: faust.StreamT[Any]) -> None:
         await events.ack(event)
         for outcome, count in outcomes.counts.items():
             metrics.RECORDS.labels(STAGE, outcome).inc(count)
+        for happened, count in outcomes.order.items():
+            metrics.SESSION_ORDER.labels(happened).inc(count)

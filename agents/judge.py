@@ -12,10 +12,11 @@ from memstream.cpu import CpuPool
 from memstream.events.deadletter import SourceRecord
 from memstream.longterm.judge import Judge
 from memstream.longterm.models import SessionMessage
-from memstream.longterm.payloads import Session, dumps, loads, messages_of, session_of
+from memstream.longterm.payloads import Session, at_of, dumps, loads, messages_of, session_of
 from memstream.store.agents import bound_model
 from memstream.streams import shared
 from memstream.streams.app import app, settings
+from memstream.streams.order import released_when_dead_lettered, session_of_record
 from memstream.streams.stage import Settle
 from memstream.streams.topics import lt_dedupe, lt_judge
 
@@ -28,13 +29,17 @@ def judge_of_worker() -> Judge:
     return Judge(shared.llm(), CpuPool(STAGE))
 
 
-def read(raw: bytes | None) -> tuple[Session, list[SessionMessage]]:
+Judged = tuple[Session, list[SessionMessage], float | None]
+
+
+def read(raw: bytes | None) -> Judged:
+    """A session, its messages and when it ended."""
     record = loads(raw or b"")
-    return session_of(record), messages_of(record)
+    return session_of(record), messages_of(record), at_of(record)
 
 
-async def handle(session: tuple[Session, list[SessionMessage]], source: SourceRecord) -> None:
-    current, messages = session
+async def handle(session: Judged, source: SourceRecord) -> None:
+    current, messages, at = session
     config = await shared.router().config(current.tenant_id, current.agent_id)
     model = bound_model(config, settings.model_of_target)
     # LLM errors, timeouts and bad output fall back to the rules inside the judge.
@@ -43,10 +48,11 @@ async def handle(session: tuple[Session, list[SessionMessage]], source: SourceRe
     await shared.send_durably(
         lt_dedupe,
         source.key,
-        dumps(session=current, candidates=list(result.memories), method=result.method),
+        dumps(session=current, candidates=list(result.memories), method=result.method, at=at),
     )
 
 
 @app.agent(lt_judge)
 async def judge(stream: faust.StreamT[Any]) -> None:
-    await Settle(STAGE, stream).each(read, handle)
+    released = released_when_dead_lettered(session_of_record)
+    await Settle(STAGE, stream, dead_lettered=released).each(read, handle)

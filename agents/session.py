@@ -12,11 +12,17 @@ import faust
 from memstream import metrics
 from memstream.events.deadletter import SourceRecord
 from memstream.longterm.history_wait import HistoryOrdering
-from memstream.longterm.payloads import Session, dumps
+from memstream.longterm.payloads import Session, dumps, ended_at
 from memstream.longterm.stages import collect
 from memstream.store.agents import long_term_enabled
 from memstream.streams import shared
 from memstream.streams.app import app, settings
+from memstream.streams.order import (
+    announce,
+    release_session,
+    released_when_dead_lettered,
+    session_of_end,
+)
 from memstream.streams.stage import Settle
 from memstream.streams.topics import lt_judge, session_ended, summary_check
 from memstream_client.contract.events import SessionEnded, parse_session_end
@@ -46,11 +52,14 @@ async def handle(ended: SessionEnded, source: SourceRecord) -> None:
     check = dumps(tenant_id=current.tenant_id, conversation_id=current.conversation_id)
     await summary_check.send(key=current.conversation_id.encode(), value=check)
     if collected is None:
-        metrics.EVENTS.labels(STAGE, "nothing_new" if wanted else "long_term_off").inc()
+        outcome = "nothing_new" if wanted else "long_term_off"
+        await release_session(current, outcome)
+        metrics.EVENTS.labels(STAGE, outcome).inc()
         return
     # Hand the session on (durably) before recording its marks: a crash in between re-sends
     # it and the later stages are idempotent, while marks first could lose it.
-    record = dumps(session=current, messages=collected.messages)
+    at = ended_at(ended, source.timestamp)
+    record = dumps(session=current, messages=collected.messages, at=at)
     await shared.send_durably(lt_judge, current.conversation_id.encode(), record)
     await shared.marks().record(current.tenant_id, current.conversation_id, collected.new_marks)
     metrics.EVENTS.labels(STAGE, "judged").inc()
@@ -90,10 +99,12 @@ async def session(stream: faust.StreamT[Any]) -> None:
     """Events of one conversation share a partition, so one worker handles a session at a time
     (partition affinity instead of the reference's Redis lock). Session ends come in bursts:
     the history stage commits about once a second, so each burst waits for it once, not each
-    session end in turn."""
-    settle = Settle(STAGE, stream)
+    session end in turn. Each session end is announced to its user's queue in the conflict
+    stage first, so that the user's later sessions wait for it there whatever happens here."""
+    settle = Settle(STAGE, stream, dead_lettered=released_when_dead_lettered(session_of_end))
     async for events in settle.bursts(BURST, within=BURST_SECONDS):
         try:
+            await announce(events)
             await stored(events)
         except Exception as exc:
             await settle.failed(events, exc)

@@ -59,6 +59,21 @@ LOOP_LAG = Gauge(
     "memstream_api_loop_lag_seconds",
     "How late the API's event loop has woken up lately (the worst of the last second or two).",
 )
+SESSION_ORDER = Counter(
+    "memstream_session_order_total",
+    "What kept a user's sessions in order in the conflict stage, by event: announced (a session"
+    " end's placeholder), filled (its candidates arrived), released (it ended with nothing to"
+    " apply), expired (dropped unfilled past the retry horizon), waited (a record held behind an"
+    " earlier session of its user), unannounced (a record with no placeholder), wake.",
+    ["event"],
+)
+SESSION_ORDER_WAITING = Gauge(
+    "memstream_session_order_waiting",
+    "Users of this worker's conflict partitions whose later sessions wait for an earlier one"
+    " (blocked: on a placeholder not filled yet) or for an earlier record's retry (retrying),"
+    " as of the last record of each user the worker handled.",
+    ["state"],
+)
 MEMORIES = Counter(
     "memstream_memories_total", "Long-term memories stored, skipped and expired.", ["outcome"]
 )

@@ -86,10 +86,18 @@ async def retry_later(
 class Settle:
     """Settles the records of one agent's stream; see the module docstring."""
 
-    def __init__(self, stage: str, stream: faust.StreamT[Any]) -> None:
+    def __init__(
+        self,
+        stage: str,
+        stream: faust.StreamT[Any],
+        *,
+        dead_lettered: Callable[[SourceRecord], Awaitable[None]] | None = None,
+    ) -> None:
+        """``dead_lettered`` is awaited after each record's dead letter, before its ack."""
         assert isinstance(stream, faust.Stream)  # what agents are given; the type says less
         self.stage = stage
         self.stream: faust.Stream[Any] = stream
+        self.dead_lettered = dead_lettered
 
     async def each(
         self,
@@ -148,6 +156,10 @@ class Settle:
             else:
                 detail = self._exhausted(failing, exc)
                 await publish_dead_letter(self.stage, source, "retries_exhausted", detail)
+            if outcome == "dead_lettered" and self.dead_lettered is not None:
+                # Like the dead letter itself, waited out through a broker outage.
+                done = partial(self.dead_lettered, source)
+                await retry_forever(self.stage, "dead_lettered", done, transient=(Exception,))
             await self.stream.ack(event)
             metrics.RECORDS.labels(self.stage, outcome).inc()
 

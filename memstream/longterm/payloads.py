@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from memstream.longterm.models import Candidate, SessionMessage
+from memstream.longterm.user_queue import Arrival
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream_client.contract.events import SessionEnded
 
@@ -99,6 +100,56 @@ def candidates_of(record: dict[str, Any]) -> list[Candidate]:
 
 def memories_of(record: dict[str, Any]) -> list[NewMemory]:
     return [NewMemory(**_decoded(m)) for m in record["store"]]
+
+
+def ended_at(event: SessionEnded, timestamp: float | None) -> float | None:
+    """When a session ended, in epoch seconds: its ``ended_at``, else its record's Kafka time.
+    It orders a user's sessions in the conflict stage (``memstream.longterm.user_queue``)."""
+    if event.ended_at is not None:
+        return event.ended_at.timestamp()
+    return timestamp if timestamp is not None and timestamp >= 0 else None
+
+
+def at_of(record: dict[str, Any]) -> float | None:
+    """The session's end time a record carries (None from versions that carried none)."""
+    at = record.get("at")
+    return None if at is None else _seconds(at)
+
+
+def placeholder(session: Session, at: float | None, until: float) -> bytes:
+    """The conflict stage's placeholder for a session on its way, dropped at ``until``."""
+    return dumps(order="placeholder", session=session, at=at, until=until)
+
+
+def release(session: Session, why: str) -> bytes:
+    """The session ends with nothing for the conflict stage (``why``): its placeholder goes."""
+    return dumps(order="release", session=session, why=why)
+
+
+def wake(due: float) -> bytes:
+    """A wake of the conflict stage for a user's queue, due at ``due``."""
+    return dumps(order="wake", until=due)
+
+
+def arrival_of(record: dict[str, Any]) -> Arrival:
+    """What an ``lt-conflict`` record means for its user's queue; raises on a malformed one."""
+    kind = record.get("order", "record")
+    if kind == "wake":
+        return Arrival("wake", until=_seconds(record["until"]))
+    session = session_of(record)
+    if kind == "placeholder":
+        return Arrival("placeholder", session.event_id, at_of(record), _seconds(record["until"]))
+    if kind == "release":
+        return Arrival("release", session.event_id)
+    if kind == "record":
+        return Arrival("record", session.event_id, at_of(record))
+    raise ValueError(f"unknown order record {kind!r}")
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a time in seconds, got {value!r}")
+    return float(value)
 
 
 def as_dict(value: Any) -> dict[str, Any]:

@@ -1,16 +1,27 @@
-"""Per-user serial order of the long-term chain's last step: a session of a user is planned
-only once the previous one is applied.
+"""Per-user serial order of the long-term chain's last step: a user's sessions are applied in
+the order they ended, one after the other, each planned only once the one before is applied.
 
 The conflict stage plans a session against the user's live memories and applies the plan in
-one step, reading records keyed by (tenant, user), so sessions of one user are applied one
-after the other, in the order they arrived. An outage must not break that order: a record that
-waits out an outage on a retry tier would otherwise be overtaken by the user's next session
-(planned without it, so a newer fact would not expire the older one, or the older one would
-land last and expire the newer).
+one step, reading records keyed by (tenant, user). Arrival order alone is not enough: a session
+that waits out an outage on a retry tier, in any stage of the chain, would be overtaken by the
+user's next session (planned without it, so a newer fact would not expire the older one, or the
+older one would land last and expire the newer).
 
 So every record joins its user's queue, kept in a table partitioned like the stage's input
 (``tables/order.py``), and only the queue's head is worked on:
 
+- The session stage announces each session end as soon as it reads it, before anything there
+  can fail: a **placeholder** keyed by the user, ordered by when the session ended. The
+  session's candidates fill it when they arrive; any other end of that session (nothing new,
+  long-term memory off, nothing judged, dead-lettered) **releases** it. The user's later
+  sessions wait behind an unfilled placeholder; other users never do. A placeholder is dropped
+  once the retry horizon has passed since it was announced (a **wake** on a retry tier comes
+  back for it when records wait behind it), so a lost session never blocks its user for longer.
+- Records and placeholders are placed by the session's end time, except before a head already
+  tried (planned, failed or copied): a session of a user cannot overtake one that reached the
+  conflict stage first but ended later only while neither has been worked on. A record with no
+  placeholder (released early, dropped, sent back by ``memstream redrive``, or from a version
+  that sent none) is placed by its time as well, or last when it carries none.
 - The head is planned once and the plan kept with it before anything is written. A second try
   applies the same plan: planning again after a partial write would skip what the first try
   stored and never expire what it superseded.
@@ -19,9 +30,11 @@ So every record joins its user's queue, kept in a table partitioned like the sta
   counts from when it joined the queue, so no record waits longer than the horizon in all.
 - Once applied, the next record is head and is worked on at once. One that cannot be applied
   (a failure no wait can fix, or its horizon spent) is dead-lettered and the next is head;
-  ``memstream redrive`` sends it back to the end of the queue.
+  ``memstream redrive`` sends it back, and it is placed by its session's time among the records
+  not tried yet.
 
-A record that comes back while still queued (a redelivery) is not queued twice, and one that
+A record that comes back while still queued (a redelivery) is not queued twice, a placeholder
+announced twice is kept once, a release never removes a filled placeholder, and a record that
 had copies on the retry tiers is remembered for the horizon once applied, so that a late copy
 is not applied a second time after the records that followed it.
 """
@@ -30,10 +43,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -43,6 +55,8 @@ from memstream.failure.tiers import Failing
 MAX_APPLIED_PER_RECORD = 100
 """Records applied while handling one: the rest of a long queue is handled on a copy of its
 head sent back to the stage, so that no single record holds a rebalance up for long."""
+WAKE_OVERDUE_SECONDS = 60.0
+"""A wake this late is taken for lost and asked for again by the next record of the user."""
 
 Table = MutableMapping[bytes, bytes]
 Apply = Callable[[bytes, bytes | None, Callable[[bytes], Awaitable[None]]], Awaitable[None]]
@@ -55,6 +69,9 @@ DeadLetter = Callable[[SourceRecord, str, str], Awaitable[None]]
 Classify = Callable[[BaseException], "str | None"]
 """The dead-letter reason of a failure, None for an outage (``memstream.failure.classify``)."""
 Resend = Callable[[SourceRecord], Awaitable[None]]
+Wake = Callable[[float], Awaitable[float]]
+"""Have a wake come back at about the given time (epoch seconds); answers when it is due."""
+Kind = Literal["record", "placeholder", "release", "wake"]
 
 
 def digest_of(value: bytes | None) -> str:
@@ -62,10 +79,15 @@ def digest_of(value: bytes | None) -> str:
     return hashlib.sha256(value or b"").hexdigest()[:32]
 
 
-class Admission(Enum):
-    HEAD = "head"  # the queue's head: work on it now
-    QUEUED = "queued"  # behind an earlier record of the user
-    KNOWN = "known"  # queued already, or applied already
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """What a record of the stage's input means for its user's queue: a session's candidates
+    (``record``), the announcement of a session on its way, its release, or a wake."""
+
+    kind: Kind
+    session: str = ""  # the session end's event id
+    at: float | None = None  # when the session ended: its place among the user's sessions
+    until: float | None = None  # a placeholder's end, a wake's due time
 
 
 @dataclass(slots=True)
@@ -101,23 +123,45 @@ class Entry:
 
 
 @dataclass(slots=True)
+class Slot:
+    """A place in a user's queue: a record (its digest) or a placeholder (no digest yet)."""
+
+    seq: int
+    digest: str | None
+    session: str = ""
+    at: float | None = None
+    until: float | None = None  # a placeholder is dropped then
+
+    def encode(self) -> list[Any]:
+        return [self.seq, self.digest, self.session, self.at, self.until]
+
+    @classmethod
+    def decode(cls, raw: list[Any]) -> Slot:
+        # Queues written before placeholders existed hold [seq, digest] pairs.
+        seq, digest, session, at, until = [*raw, "", None, None][:5]
+        return cls(int(seq), None if digest is None else str(digest), str(session), at, until)
+
+
+@dataclass(slots=True)
 class Queue:
-    """One user's queue: the sequence numbers and digests of the waiting records, the head's
-    failed tries, and the digests of records applied lately with the time of each."""
+    """One user's queue: its slots in order, the head's failed tries, the digests of records
+    applied lately with the time of each, and when the wake asked for is due."""
 
     next_seq: int = 0
-    waiting: list[tuple[int, str]] = field(default_factory=list)
+    waiting: list[Slot] = field(default_factory=list)
     failing: Failing | None = None
     applied: dict[str, float] = field(default_factory=dict)
+    wake: float | None = None
 
     def encode(self) -> bytes:
         failing = [self.failing.attempts, self.failing.since] if self.failing else None
         return orjson.dumps(
             {
                 "next": self.next_seq,
-                "waiting": self.waiting,
+                "waiting": [slot.encode() for slot in self.waiting],
                 "failing": failing,
                 "applied": self.applied,
+                "wake": self.wake,
             }
         )
 
@@ -127,20 +171,40 @@ class Queue:
         failing = fields["failing"]
         return cls(
             fields["next"],
-            [(int(seq), str(d)) for seq, d in fields["waiting"]],
+            [Slot.decode(slot) for slot in fields["waiting"]],
             Failing(int(failing[0]), float(failing[1])) if failing else None,
             {str(d): float(at) for d, at in fields["applied"].items()},
+            fields.get("wake"),
         )
 
 
 @dataclass(slots=True)
 class Outcomes:
-    """What became of the records one call handled, by outcome (metric label values)."""
+    """What became of the records one call handled, by outcome (metric label values), and
+    what happened to the user's order (``order``: placeholders announced, filled, released,
+    dropped; records that waited for an earlier session or came with no placeholder)."""
 
     counts: dict[str, int] = field(default_factory=dict)
+    order: dict[str, int] = field(default_factory=dict)
 
     def add(self, outcome: str) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
+
+    def saw(self, event: str) -> None:
+        self.order[event] = self.order.get(event, 0) + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """What the queue calls on: see the type aliases above."""
+
+    apply: Apply
+    classify: Classify
+    retry: Retry
+    dead_letter: DeadLetter
+    resend: Resend
+    flush: Callable[[], Awaitable[None]]
+    wake: Wake
 
 
 class UserOrder:
@@ -161,9 +225,10 @@ class UserOrder:
         return self.owner + b"\x00" + str(seq).encode()
 
     def head(self) -> Entry | None:
-        if not self.queue.waiting:
+        """The head's record; None when the queue is empty or its head is a placeholder."""
+        if not self.queue.waiting or self.queue.waiting[0].digest is None:
             return None
-        raw = self.table.get(self._key(self.queue.waiting[0][0]))
+        raw = self.table.get(self._key(self.queue.waiting[0].seq))
         return Entry.decode(raw) if raw is not None else None
 
     def _put(self, seq: int, entry: Entry) -> None:
@@ -176,46 +241,135 @@ class UserOrder:
         elif self.owner in self.table:
             del self.table[self.owner]
 
-    def admit(self, source: SourceRecord) -> Admission:
-        """Queue the record unless it is queued or applied already; say what to do with it."""
-        digest = digest_of(source.value)
-        waiting = [d for _, d in self.queue.waiting]
-        if waiting and waiting[0] == digest:
-            return Admission.HEAD
-        if digest in waiting or digest in self.queue.applied:
-            return Admission.KNOWN
+    async def settle(self, arrival: Arrival, source: SourceRecord, stage: Stage) -> Outcomes:
+        """Take one record of the stage's input into the queue, then work on what is due."""
+        out = Outcomes()
+        self._expire(out)
+        copy_of_head = self._take(arrival, source, out)
+        head = self.head()
+        # Worked on now: the head's own copy back, or a head no copy of it will bring back.
+        if head is not None and (copy_of_head or not (self.queue.failing or head.copies)):
+            await self.drain(stage, out)
+        self.save()  # before the wake: a failure to send it leaves the queue as taken
+        if await self._arm(stage.wake, out):
+            self.save()
+        return out
+
+    def _expire(self, out: Outcomes) -> None:
+        """Drop the placeholders past their end: that session comes too late or never."""
+        kept = [s for s in self.queue.waiting if s.digest is not None or (s.until or 0) > self.now]
+        for _ in range(len(self.queue.waiting) - len(kept)):
+            out.saw("expired")
+        self.queue.waiting = kept
+
+    def _placeholder(self, session: str) -> Slot | None:
+        return next(
+            (s for s in self.queue.waiting if s.digest is None and s.session == session), None
+        )
+
+    def _place(self, slot: Slot) -> None:
+        """Put ``slot`` after every slot of an earlier or unknown time and after a head already
+        tried: an older session goes first while neither has been worked on."""
+        waiting = self.queue.waiting
+        head = self.head()
+        started = head is not None and bool(self.queue.failing or head.plan or head.copies)
+        floor = 1 if started else 0
+        pos = len(waiting)
+        if slot.at is not None:
+            while pos > floor and (at := waiting[pos - 1].at) is not None and at > slot.at:
+                pos -= 1
+        waiting.insert(pos, slot)
+
+    def _new_slot(self, digest: str | None, arrival: Arrival) -> Slot:
         seq = self.queue.next_seq
         self.queue.next_seq += 1
-        self.queue.waiting.append((seq, digest))
-        self._put(seq, Entry(source, self.now))
-        self.save()
-        return Admission.HEAD if len(self.queue.waiting) == 1 else Admission.QUEUED
+        until = arrival.until if digest is None else None
+        return Slot(seq, digest, arrival.session, arrival.at, until)
+
+    def _take(self, arrival: Arrival, source: SourceRecord, out: Outcomes) -> bool:
+        """Apply the arrival to the queue; True when it is a copy of the head's record."""
+        waiting = self.queue.waiting
+        if arrival.kind == "wake":
+            if self.queue.wake == arrival.until:
+                self.queue.wake = None
+            out.add("finished")
+            return False
+        if arrival.kind == "release":
+            slot = self._placeholder(arrival.session)
+            if slot is not None:
+                waiting.remove(slot)
+                out.saw("released")
+            out.add("finished")
+            return False
+        if arrival.kind == "placeholder":
+            out.add("finished")
+            if any(s.session == arrival.session for s in waiting):
+                return False  # announced again (a redelivery, a retry): kept once
+            if arrival.until is not None and arrival.until <= self.now:
+                out.saw("expired")
+                return False
+            self._place(self._new_slot(None, arrival))
+            out.saw("announced")
+            return False
+        digest = digest_of(source.value)
+        if waiting and waiting[0].digest == digest:
+            return True
+        if any(s.digest == digest for s in waiting) or digest in self.queue.applied:
+            out.add("finished")  # queued already, or applied already
+            return False
+        slot = self._placeholder(arrival.session) if arrival.session else None
+        if slot is not None:
+            slot.digest, slot.until = digest, None
+            out.saw("filled")
+        else:
+            slot = self._new_slot(digest, arrival)
+            self._place(slot)
+            out.saw("unannounced")
+        self._put(slot.seq, Entry(source, self.now))
+        if waiting[0] is not slot:
+            out.add("held")
+            if waiting[0].digest is None:
+                out.saw("waited")
+        return False
+
+    async def _arm(self, wake: Wake, out: Outcomes) -> bool:
+        """Have a wake come back for an unfilled placeholder that records wait behind; True
+        when one was asked for."""
+        waiting, pending = self.queue.waiting, self.queue.wake
+        if len(waiting) < 2 or waiting[0].digest is not None or waiting[0].until is None:
+            return False
+        if pending is not None and pending + WAKE_OVERDUE_SECONDS > self.now:
+            return False
+        self.queue.wake = await wake(waiting[0].until)
+        out.saw("wake")
+        return True
+
+    def waiting_state(self) -> str | None:
+        """Why later records of the user wait, if they do: ``blocked`` on a placeholder not
+        filled yet, ``retrying`` while the head waits out an outage."""
+        waiting = self.queue.waiting
+        if len(waiting) < 2:
+            return None
+        if waiting[0].digest is None:
+            return "blocked"
+        return "retrying" if self.queue.failing else None
 
     async def keep_plan(self, entry: Entry, plan: bytes) -> None:
         entry.plan = plan
-        self._put(self.queue.waiting[0][0], entry)
+        self._put(self.queue.waiting[0].seq, entry)
 
     def _pop(self, entry: Entry, applied: bool) -> None:
-        seq, digest = self.queue.waiting.pop(0)
-        del self.table[self._key(seq)]
+        slot = self.queue.waiting.pop(0)
+        del self.table[self._key(slot.seq)]
         self.queue.failing = None
-        if applied and entry.copies:
-            self.queue.applied[digest] = self.now
+        if applied and entry.copies and slot.digest is not None:
+            self.queue.applied[slot.digest] = self.now
         self.save()
 
-    async def drain(
-        self,
-        apply: Apply,
-        *,
-        classify: Classify,
-        retry: Retry,
-        dead_letter: DeadLetter,
-        resend: Resend,
-        flush: Callable[[], Awaitable[None]],
-    ) -> Outcomes:
-        """Work on the head, then on each next one, until the queue is empty or its head
-        waits out an outage (see the module docstring)."""
-        out = Outcomes()
+    async def drain(self, stage: Stage, out: Outcomes | None = None) -> Outcomes:
+        """Work on the head, then on each next one, until the queue is empty, its head is a
+        placeholder or it waits out an outage (see the module docstring)."""
+        out = out if out is not None else Outcomes()
         for _ in range(MAX_APPLIED_PER_RECORD):
             entry = self.head()
             if entry is None:
@@ -223,17 +377,17 @@ class UserOrder:
 
             async def keep(plan: bytes, entry: Entry = entry) -> None:
                 await self.keep_plan(entry, plan)
-                await flush()  # the plan is in the table before any of it is written
+                await stage.flush()  # the plan is in the table before any of it is written
 
             try:
-                await apply(entry.source.value or b"", entry.plan, keep)
+                await stage.apply(entry.source.value or b"", entry.plan, keep)
             except Exception as exc:
-                reason = classify(exc)
+                reason = stage.classify(exc)
                 if reason is None:
                     before = self.queue.failing or Failing(0, entry.since)
                     entry = replace(entry, copies=True)
-                    self._put(self.queue.waiting[0][0], entry)
-                    if await retry(entry.source, before, exc):
+                    self._put(self.queue.waiting[0].seq, entry)
+                    if await stage.retry(entry.source, before, exc):
                         self.queue.failing = Failing(before.attempts + 1, before.since)
                         self.save()
                         out.add("retried")
@@ -246,7 +400,7 @@ class UserOrder:
                     )
                 else:
                     detail = getattr(exc, "detail", None) or f"The stage failed: {exc!r}."
-                await dead_letter(entry.source, reason, str(detail)[:500])
+                await stage.dead_letter(entry.source, reason, str(detail)[:500])
                 self._pop(entry, applied=False)
                 out.add("dead_lettered")
                 continue
@@ -254,9 +408,34 @@ class UserOrder:
             out.add("finished")
         entry = self.head()
         if entry is not None:
-            self._put(self.queue.waiting[0][0], replace(entry, copies=True))
-            await resend(entry.source)
+            self._put(self.queue.waiting[0].seq, replace(entry, copies=True))
+            await stage.resend(entry.source)
         return out
+
+
+class Waiting:
+    """The users whose later records wait (``UserOrder.waiting_state``) among the partitions a
+    worker holds, as of the last record of each it handled."""
+
+    STATES = ("blocked", "retrying")
+
+    def __init__(self) -> None:
+        self.users: dict[bytes, tuple[int, str]] = {}
+
+    def update(
+        self, owner: bytes, partition: int, state: str | None, held: Collection[int]
+    ) -> dict[str, int]:
+        """Record one user's state; answers how many users are in each state now, the users of
+        partitions no longer ``held`` left out (their new owner counts them)."""
+        if state is None:
+            self.users.pop(owner, None)
+        else:
+            self.users[owner] = (partition, state)
+        self.users = {o: found for o, found in self.users.items() if found[0] in held}
+        counts = dict.fromkeys(self.STATES, 0)
+        for _, found in self.users.values():
+            counts[found] = counts.get(found, 0) + 1
+        return counts
 
 
 def _b64(raw: bytes | None) -> str | None:

@@ -10,7 +10,15 @@ import pytest
 
 from memstream.agents.dedupe import dedupe
 from memstream.longterm.models import Candidate
-from memstream.longterm.payloads import Session, candidates_of, dumps, loads, session_of
+from memstream.longterm.payloads import (
+    Session,
+    arrival_of,
+    candidates_of,
+    dumps,
+    loads,
+    session_of,
+)
+from memstream.longterm.user_queue import Arrival
 from memstream.streams.topics import dead_letter, lt_conflict
 from tests.support.stages import Running, running
 
@@ -45,17 +53,41 @@ async def test_duplicates_go_and_the_rest_goes_on_keyed_by_user(stage: Running) 
     assert stage.producer.to(dead_letter) == []
 
 
-async def test_a_session_without_candidates_hands_nothing_on(stage: Running) -> None:
-    event = await stage.put(dumps(session=SESSION, candidates=[]))
+async def test_a_session_without_candidates_releases_its_place_in_its_users_order(
+    stage: Running,
+) -> None:
+    event = await stage.put(dumps(session=SESSION, candidates=[], at=10.0))
     await stage.settled(event)
-    assert stage.producer.sent == []
+    [handed] = stage.producer.sent
+    assert handed.key == orjson.dumps(["t1", "user-1"])
+    assert arrival_of(loads(handed.value or b"")) == Arrival("release", "end-c1")
+
+
+async def test_the_time_the_session_ended_goes_on_with_its_candidates(stage: Running) -> None:
+    proposed = [candidate("The user lives in Lisbon", "c1-0")]
+    event = await stage.put(dumps(session=SESSION, candidates=proposed, at=10.0))
+    await stage.settled(event)
+    [handed] = stage.producer.to(lt_conflict)
+    assert arrival_of(loads(handed.value or b"")) == Arrival("record", "end-c1", 10.0)
 
 
 async def test_a_record_it_cannot_read_is_dead_lettered(stage: Running) -> None:
     event = await stage.put(b'{"session": 1}')
     await stage.settled(event)
-    assert stage.producer.to(lt_conflict) == []
+    assert stage.producer.to(lt_conflict) == []  # no session read: none to release
     [letter] = [sent.json() for sent in stage.producer.to(dead_letter)]
     assert (letter["stage"], letter["reason"]) == ("dedupe", "invalid_payload")
     assert letter["payload"] == '{"session": 1}'
+
+
+async def test_a_session_dead_lettered_here_releases_its_place_in_its_users_order(
+    stage: Running,
+) -> None:
+    session = orjson.loads(dumps(session=SESSION))["session"]
+    event = await stage.put(orjson.dumps({"session": session, "candidates": "none"}))
+    await stage.settled(event)
+    [letter] = [sent.json() for sent in stage.producer.to(dead_letter)]
+    assert letter["reason"] == "invalid_payload"
+    [released] = stage.producer.to(lt_conflict)
+    assert arrival_of(loads(released.value or b"")) == Arrival("release", "end-c1")
     assert letter["source"]["topic"] == dedupe.channel.get_topic_name()  # type: ignore[attr-defined]
