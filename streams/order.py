@@ -80,17 +80,16 @@ def session_of_record(raw: bytes | None) -> Session:
     return session_of(loads(raw or b""))
 
 
-async def wake_at(owner: bytes, when: float) -> float:
+async def wake_at(owner: bytes, when: float) -> None:
     """Have the conflict stage look at ``owner``'s queue again at about ``when``: a wake on the
     retry tier whose wait comes closest without passing it (the first, when even that one's
-    does). Answers when it is due."""
+    does); the queue asks again for what is left when it comes early."""
     now = time.time()
     tiers = range(1, retry_policy.tiers + 1)
     tier = max((t for t in tiers if retry_policy.delay(t) <= when - now), default=1)
     due = now + retry_policy.delay(tier)
     record = RetryRecord(
-        "conflict", lt_conflict.get_topic_name(), owner, wake(due), Failing(1, now), due,
+        "conflict", lt_conflict.get_topic_name(), owner, wake(when), Failing(1, now), due,
         "a wake for a queue waiting on an earlier session",
     )  # fmt: skip
     await shared.send_durably(retry_tiers[tier], owner, record.encode())
-    return due

@@ -126,9 +126,9 @@ def release(session: Session, why: str) -> bytes:
     return dumps(order="release", session=session, why=why)
 
 
-def wake(due: float) -> bytes:
-    """A wake of the conflict stage for a user's queue, due at ``due``."""
-    return dumps(order="wake", until=due)
+def wake(when: float) -> bytes:
+    """A wake of the conflict stage for a user's queue, asked for ``when``."""
+    return dumps(order="wake", until=when)
 
 
 def arrival_of(record: dict[str, Any]) -> Arrival:
@@ -140,7 +140,8 @@ def arrival_of(record: dict[str, Any]) -> Arrival:
     if kind == "placeholder":
         return Arrival("placeholder", session.event_id, at_of(record), _seconds(record["until"]))
     if kind == "release":
-        return Arrival("release", session.event_id)
+        # With nothing new, the session may have been read before, its candidates on their way.
+        return Arrival("release", session.event_id, soft=record.get("why") == "nothing_new")
     if kind == "record":
         return Arrival("record", session.event_id, at_of(record))
     raise ValueError(f"unknown order record {kind!r}")

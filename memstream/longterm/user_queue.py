@@ -13,7 +13,8 @@ So every record joins its user's queue, kept in a table partitioned like the sta
 - The session stage announces each session end as soon as it reads it, before anything there
   can fail: a **placeholder** keyed by the user, ordered by when the session ended. The
   session's candidates fill it when they arrive; any other end of that session (nothing new,
-  long-term memory off, nothing judged, dead-lettered) **releases** it. The user's later
+  long-term memory off, nothing judged, dead-lettered) **releases** it (nothing new: after a
+  grace, in case the candidates of an earlier reading of it are on their way). The user's later
   sessions wait behind an unfilled placeholder; other users never do. A placeholder is dropped
   once the retry horizon has passed since it was announced (a **wake** on a retry tier comes
   back for it when records wait behind it), so a lost session never blocks its user for longer.
@@ -55,6 +56,11 @@ from memstream.failure.tiers import Failing
 MAX_APPLIED_PER_RECORD = 100
 """Records applied while handling one: the rest of a long queue is handled on a copy of its
 head sent back to the stage, so that no single record holds a rebalance up for long."""
+RELEASE_GRACE_SECONDS = 60.0
+"""How long a placeholder still holds its user's later sessions once released for having nothing
+new: a session end read again (a redelivery after a crash, a copy published twice) finds the
+messages marked by its first reading, whose candidates may still be on their way through the
+judge (an LLM call included)."""
 WAKE_OVERDUE_SECONDS = 60.0
 """A wake this late is taken for lost and asked for again by the next record of the user."""
 
@@ -69,8 +75,8 @@ DeadLetter = Callable[[SourceRecord, str, str], Awaitable[None]]
 Classify = Callable[[BaseException], "str | None"]
 """The dead-letter reason of a failure, None for an outage (``memstream.failure.classify``)."""
 Resend = Callable[[SourceRecord], Awaitable[None]]
-Wake = Callable[[float], Awaitable[float]]
-"""Have a wake come back at about the given time (epoch seconds); answers when it is due."""
+Wake = Callable[[float], Awaitable[None]]
+"""Have a wake for the given time (epoch seconds) come back at it or before."""
 Kind = Literal["record", "placeholder", "release", "wake"]
 
 
@@ -87,7 +93,8 @@ class Arrival:
     kind: Kind
     session: str = ""  # the session end's event id
     at: float | None = None  # when the session ended: its place among the user's sessions
-    until: float | None = None  # a placeholder's end, a wake's due time
+    until: float | None = None  # a placeholder's end, the time a wake was asked for
+    soft: bool = False  # a release that an earlier reading's candidates may still overtake
 
 
 @dataclass(slots=True)
@@ -145,7 +152,7 @@ class Slot:
 @dataclass(slots=True)
 class Queue:
     """One user's queue: its slots in order, the head's failed tries, the digests of records
-    applied lately with the time of each, and when the wake asked for is due."""
+    applied lately with the time of each, and the time the wake on its way was asked for."""
 
     next_seq: int = 0
     waiting: list[Slot] = field(default_factory=list)
@@ -296,7 +303,11 @@ class UserOrder:
             return False
         if arrival.kind == "release":
             slot = self._placeholder(arrival.session)
-            if slot is not None:
+            if slot is not None and arrival.soft:
+                # Kept a while for candidates of an earlier reading; dropped after, as expired.
+                slot.until = min(slot.until or self.now, self.now + RELEASE_GRACE_SECONDS)
+                out.saw("released")
+            elif slot is not None:
                 waiting.remove(slot)
                 out.saw("released")
             out.add("finished")
@@ -338,9 +349,12 @@ class UserOrder:
         waiting, pending = self.queue.waiting, self.queue.wake
         if len(waiting) < 2 or waiting[0].digest is not None or waiting[0].until is None:
             return False
-        if pending is not None and pending + WAKE_OVERDUE_SECONDS > self.now:
+        end = waiting[0].until
+        # One on its way will do, unless it was for a later end or is long overdue (lost).
+        if pending is not None and pending <= end and pending + WAKE_OVERDUE_SECONDS > self.now:
             return False
-        self.queue.wake = await wake(waiting[0].until)
+        await wake(end)
+        self.queue.wake = end
         out.saw("wake")
         return True
 

@@ -16,6 +16,7 @@ from memstream.failure.tiers import Failing
 from memstream.longterm.payloads import Session, arrival_of, loads, placeholder, release, wake
 from memstream.longterm.user_queue import (
     MAX_APPLIED_PER_RECORD,
+    RELEASE_GRACE_SECONDS,
     WAKE_OVERDUE_SECONDS,
     Arrival,
     Outcomes,
@@ -84,10 +85,8 @@ class Conflict:
     async def flush(self) -> None:
         self.flushes += 1
 
-    async def wake(self, when: float) -> float:
-        # As the retry tiers do it: at most a short while ahead, never past ``when``.
+    async def wake(self, when: float) -> None:
         self.wakes.append(when)
-        return when
 
     def stage(self) -> Stage:
         return Stage(
@@ -263,6 +262,30 @@ async def test_a_released_placeholder_lets_the_later_sessions_go_on():
     assert (await stage.release("s9")).order == {}
 
 
+async def test_a_release_for_nothing_new_holds_on_a_while_for_an_earlier_reading():
+    stage = Conflict()
+    await stage.announce("s1", at=10, now=1000)
+    await stage.announce("s2", at=20, now=1000)
+    await stage.handle(record("s2", at=20), now=1001)
+    # Session 1 read again after a crash: its messages are marked, its first reading's
+    # candidates still in the judge. The placeholder holds for the grace, not the horizon.
+    soft = Arrival("release", "s1", soft=True)
+    assert (await stage.arrive(soft, now=1002)).order == {"released": 1, "wake": 1}
+    assert stage.applied == [] and stage.wakes[-1] == 1002 + RELEASE_GRACE_SECONDS
+    await stage.handle(record("s1", at=10), now=1010)
+    assert stage.names() == ["s1", "s2"]
+
+
+async def test_a_release_for_nothing_new_lets_the_next_go_on_after_the_grace():
+    stage = Conflict()
+    await stage.announce("s1", at=10, now=1000)
+    await stage.handle(record("s2", at=20), now=1001)
+    await stage.arrive(Arrival("release", "s1", soft=True), now=1002)
+    late = 1002 + RELEASE_GRACE_SECONDS
+    done = await stage.arrive(Arrival("wake", until=late), now=late)
+    assert done.order == {"expired": 1} and stage.names() == ["s2"]
+
+
 async def test_a_release_never_takes_away_a_filled_placeholder():
     stage = Conflict(down={"s1"})
     await stage.announce("s1", at=10)
@@ -352,7 +375,9 @@ def test_the_records_of_the_conflict_stage_say_what_they_mean_for_the_queue():
     session = Session("t1", "u1", "a1", "c1", "end-c1")
     value = loads(placeholder(session, 10.0, 700.0))
     assert arrival_of(value) == Arrival("placeholder", "end-c1", 10.0, 700.0)
-    assert arrival_of(loads(release(session, "nothing_new"))) == Arrival("release", "end-c1")
+    soft = Arrival("release", "end-c1", soft=True)
+    assert arrival_of(loads(release(session, "nothing_new"))) == soft
+    assert arrival_of(loads(release(session, "dead_lettered"))) == Arrival("release", "end-c1")
     assert arrival_of(loads(wake(700.0))) == Arrival("wake", until=700.0)
     candidates = {"session": value["session"], "candidates": [], "at": 10}
     assert arrival_of(candidates) == Arrival("record", "end-c1", 10.0)
