@@ -1,5 +1,6 @@
-"""How memory vectors are kept in ``memory_embedding``: float32 little-endian bytes, one row per
-memory and model, only ever inserted."""
+"""How memory vectors are kept in full in ``memory_embedding``: float32 little-endian bytes,
+one row per memory and model, written once (searches read the packed copy,
+memstream.embeddings.blocks)."""
 
 from __future__ import annotations
 

@@ -213,9 +213,10 @@ memory_term = Table(
     **MYSQL_TABLE_ARGS,
 )
 
-# One vector per memory and embedding model, float32 little-endian in ``vector``. Rows are
-# only ever inserted (docs/design/builtin-store.md says why that matters); a memory's vectors
-# stay when it is deleted and are never read again, like the memory row itself.
+# One vector per memory and embedding model, in full (float32 little-endian in ``vector``);
+# searches read the packed copy in ``memory_vector_block``. A vector is written once (only
+# ``block`` changes, when it is packed); a memory's vector stays when it is deleted (a user's
+# delete erases it) and is never packed again, like the memory row itself.
 memory_embedding = Table(
     "memory_embedding",
     metadata,
