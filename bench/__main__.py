@@ -6,6 +6,7 @@ import asyncio
 import sys
 
 from bench import clientimport, coldsearch, ingest, loadpath, locomo, longterm, regex
+from bench.loadpath import platform
 
 BENCHMARKS = {
     "clientimport": clientimport.main,
@@ -15,6 +16,7 @@ BENCHMARKS = {
     "locomo": locomo.main,
     "longterm": longterm.main,
     "longterm-locomo": longterm.locomo_only,
+    "platform": platform.main,
     "regex": regex.main,
 }
 

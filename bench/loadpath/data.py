@@ -255,9 +255,11 @@ def memories(tenant: str, user: str, rng: random.Random) -> list[NewMemory]:
     return out
 
 
-async def load_data(settings: Settings, tenant: str) -> dict[str, float]:
-    """Messages into MySQL and the same into Redis, memories into the built-in store."""
-    rng = random.Random(20260301)
+async def load_conversations(
+    settings: Settings, tenant: str, conversations: int, rng: random.Random
+) -> dict[str, float]:
+    """``conversations`` conversations of ``MESSAGES`` messages into MySQL and the same into
+    Redis, each with its summary; answers what each part took (seconds)."""
     engine = create_engine(settings.database_url, pool_size=4)
     store = MessageStore(engine)
     cache = RedisCache.from_url(
@@ -267,7 +269,6 @@ async def load_data(settings: Settings, tenant: str) -> dict[str, float]:
         max_messages=settings.cache_max_messages,
         ttl_seconds=settings.cache_ttl_seconds,
     )
-    provider = MySQLProvider(engine)
     took: dict[str, float] = {}
     try:
         started = time.perf_counter()
@@ -281,26 +282,21 @@ async def load_data(settings: Settings, tenant: str) -> dict[str, float]:
             nonlocal tokens
             convs = {
                 (tenant, f"conv-{i}"): conversation(tenant, i, pool, rng)
-                for i in range(first, min(first + INSERT_CONVERSATIONS, CONVERSATIONS))
+                for i in range(first, min(first + INSERT_CONVERSATIONS, conversations))
             }
             rows = [m for ms in convs.values() for m in ms]
             tokens += sum(m.token_count for m in rows)
             await asyncio.gather(store.insert_many(rows), cache.warm(convs))
 
-        firsts = list(range(0, CONVERSATIONS, INSERT_CONVERSATIONS))
+        firsts = list(range(0, conversations, INSERT_CONVERSATIONS))
         for pair in range(0, len(firsts), 2):  # two chunks in flight
             await asyncio.gather(*(chunk(f) for f in firsts[pair : pair + 2]))
         took["messages into MySQL and Redis"] = time.perf_counter() - started
-        took["mean tokens per message"] = tokens / (CONVERSATIONS * MESSAGES)
-
-        started = time.perf_counter()
-        for u in range(USERS):
-            await provider.add(memories(tenant, f"user-{u}", rng))
-        took["memories into the built-in store"] = time.perf_counter() - started
+        took["mean tokens per message"] = tokens / (conversations * MESSAGES)
 
         started = time.perf_counter()
         summaries = SummaryStore(engine)
-        for i in range(CONVERSATIONS):
+        for i in range(conversations):
             text = summary_text(rng)
             await summaries.save(
                 tenant,
@@ -312,5 +308,21 @@ async def load_data(settings: Settings, tenant: str) -> dict[str, float]:
         took["conversation summaries"] = time.perf_counter() - started
     finally:
         await cache.close()
+        await engine.dispose()
+    return took
+
+
+async def load_data(settings: Settings, tenant: str) -> dict[str, float]:
+    """Messages into MySQL and the same into Redis, memories into the built-in store."""
+    rng = random.Random(20260301)
+    took = await load_conversations(settings, tenant, CONVERSATIONS, rng)
+    engine = create_engine(settings.database_url, pool_size=4)
+    provider = MySQLProvider(engine)
+    try:
+        started = time.perf_counter()
+        for u in range(USERS):
+            await provider.add(memories(tenant, f"user-{u}", rng))
+        took["memories into the built-in store"] = time.perf_counter() - started
+    finally:
         await engine.dispose()
     return took

@@ -32,8 +32,8 @@ class OpenLoop:
     degraded_parts: Counter[str]
     with_items: int
     max_send_lag_ms: float
-    cpu_ms: float
-    usage: Window
+    cpu_ms: float  # the servers' CPU per answered request
+    usage: list[Window]  # one per server
     inside: dict[float, float]  # memstream_load_path_seconds{path="total"} buckets, by le
 
     def percentile(self, p: float) -> float:
@@ -90,16 +90,26 @@ def load_client(server: Server) -> httpx.AsyncClient:
     )
 
 
+async def _histograms(clients: Sequence[httpx.AsyncClient]) -> dict[float, float]:
+    out: dict[float, float] = {}
+    for client in clients:
+        for le, n in (await load_histogram(client)).items():
+            out[le] = out.get(le, 0.0) + n
+    return out
+
+
 async def open_loop(
-    client: httpx.AsyncClient,
-    server: Server,
+    clients: Sequence[httpx.AsyncClient],
+    servers: Sequence[Server],
     bodies: Sequence[dict[str, Any]],
-    rate: int,
+    rate: float,
     seconds: int,
 ) -> OpenLoop:
     """Send ``rate`` requests/s for ``seconds`` on a fixed schedule, whatever the answers do;
-    each latency counts from the request's scheduled send time (queueing is not hidden)."""
-    count = rate * seconds
+    each latency counts from the request's scheduled send time (queueing is not hidden).
+    Request i goes to ``clients[i % len(clients)]`` (a round-robin load balancer), each
+    client on the server of the same index."""
+    count = round(rate * seconds)
     latencies: list[float] = []
     errors: Counter[str] = Counter()
     degraded_parts: Counter[str] = Counter()
@@ -107,7 +117,7 @@ async def open_loop(
     lag = 0.0
     loop = asyncio.get_running_loop()
 
-    async def send(payload: bytes, at: float) -> None:
+    async def send(client: httpx.AsyncClient, payload: bytes, at: float) -> None:
         try:
             r = await client.post(
                 "/v1/context", content=payload, headers={"content-type": "application/json"}
@@ -131,8 +141,8 @@ async def open_loop(
 
     payloads = [orjson.dumps(bodies[i % len(bodies)]) for i in range(count)]
     tasks = []
-    histogram = await load_histogram(client)
-    before = Usage.now(server)
+    histogram = await _histograms(clients)
+    before = [Usage.now(server) for server in servers]
     first = loop.time() + 0.05
     for i, payload in enumerate(payloads):
         at = first + i / rate
@@ -141,10 +151,10 @@ async def open_loop(
             await asyncio.sleep(delay)
         else:
             lag = max(lag, -delay)
-        tasks.append(asyncio.create_task(send(payload, at)))
+        tasks.append(asyncio.create_task(send(clients[i % len(clients)], payload, at)))
     await asyncio.gather(*tasks)
-    usage = Usage.now(server).since(before)
-    inside = {le: n - histogram.get(le, 0.0) for le, n in (await load_histogram(client)).items()}
+    usage = [Usage.now(server).since(b) for server, b in zip(servers, before, strict=True)]
+    inside = {le: n - histogram.get(le, 0.0) for le, n in (await _histograms(clients)).items()}
     return OpenLoop(
         offered=count,
         answered=counts["answered"],
@@ -154,7 +164,7 @@ async def open_loop(
         degraded_parts=degraded_parts,
         with_items=counts["items"],
         max_send_lag_ms=1000 * lag,
-        cpu_ms=1000 * usage.server_seconds / max(1, counts["answered"]),
+        cpu_ms=1000 * sum(u.server_seconds for u in usage) / max(1, counts["answered"]),
         usage=usage,
         inside=inside,
     )

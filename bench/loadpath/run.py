@@ -90,7 +90,7 @@ def _print_open(name: str, r: OpenLoop) -> None:
         f" p99 <= {r.inside_bound_ms(99):g} ms, {100 * r.inside_over_ms(20):.2f}% over 20 ms"
         f"\n    server CPU {r.cpu_ms:.2f} ms/request"
         f"; client max send lag {r.max_send_lag_ms:.1f} ms"
-        f"\n    {r.usage.describe()}"
+        + "".join(f"\n    {usage.describe()}" for usage in r.usage)
     )
 
 
@@ -178,9 +178,9 @@ async def main() -> None:
             warm = random.Random(11).choices(these, k=RATE * OPEN_WARMUP_SECONDS)
             measured = random.Random(13).choices(these, k=RATE * OPEN_SECONDS)
             async with load_client(memstream) as client:
-                await open_loop(client, memstream, warm, RATE, OPEN_WARMUP_SECONDS)
+                await open_loop([client], [memstream], warm, RATE, OPEN_WARMUP_SECONDS)
                 spy = profiler(memstream) if name == "full load path" else None
-                result = await open_loop(client, memstream, measured, RATE, OPEN_SECONDS)
+                result = await open_loop([client], [memstream], measured, RATE, OPEN_SECONDS)
             _print_open(f"memstream, {name}", result)
             if spy is not None:
                 spy.wait()
