@@ -53,6 +53,8 @@ def test_a_block_written_wrong_is_never_misread() -> None:
     assert blocks.decode(3, DIMS, raw_ids, raw_vectors) is None  # count
     assert blocks.decode(2, DIMS + 1, raw_ids, raw_vectors) is None  # dimension
     assert blocks.decode(2, DIMS, raw_ids, raw_vectors[:-1]) is None  # truncated
+    odd_ids, odd_vectors = blocks.encode(["a\x1fb", "c"], ["c", "c"], codes, scales)
+    assert blocks.decode(2, DIMS, odd_ids, odd_vectors) is None  # a separator in an id
     found = [
         blocks.Block(DIMS, 2, raw_ids, raw_vectors),
         blocks.Block(DIMS, 2, raw_ids, raw_vectors[:-1]),
