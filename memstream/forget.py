@@ -8,6 +8,8 @@ It reaches:
   has forgotten the user, the ledger's copies of the user's memories there are deleted too;
 - the built-in store: every memory of the user is deleted for good, with its vectors, the live
   ones and those expired before (which still held their text);
+- the user's recorded changes and links (``memory_change``, ``memory_link``): each forgotten
+  memory is published as ``forgotten``, without its text, and nothing else of the user stays;
 - with ``purge_history``, the user's messages, the summaries of their conversations, the
   cached copies of both, and the conversations' processed-message marks. A cached copy that
   cannot be dropped now (Redis down) is marked in the record and dropped by the history stage
@@ -46,7 +48,9 @@ from memstream.store.schema import (
     conversation_message,
     conversation_summary,
     long_term_memory,
+    memory_change,
     memory_embedding,
+    memory_link,
     memory_term,
     processed_mark,
     provider_memory,
@@ -139,6 +143,15 @@ async def forget_user(
     await _delete_all(
         engine, long_term_memory, (memories.tenant_id == tenant_id, memories.user_id == user_id)
     )
+    # The user's history goes with the user: every recorded change but the ``forgotten`` ones
+    # (no text; the relay deletes them once published), and the links between memories.
+    changes, links = memory_change.c, memory_link.c
+    await _delete_all(
+        engine,
+        memory_change,
+        (changes.tenant_id == tenant_id, changes.user_id == user_id, changes.change != "forgotten"),
+    )
+    await _delete_all(engine, memory_link, (links.tenant_id == tenant_id, links.user_id == user_id))
     if purge_history:
         await _purge_history(engine, cache, tenant_id, user_id, out)
     if unreachable:

@@ -40,6 +40,9 @@ class NewMemory:
     source_event_ids: tuple[str, ...] = ()
     kind: MemoryKind = "fact"
     occurred_at: datetime | None = None
+    # The live memories this one replaces (conflict resolution): expired once it is stored,
+    # and linked to it in the record.
+    supersedes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

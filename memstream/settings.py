@@ -128,6 +128,11 @@ class Settings(BaseSettings):
     retry_base_seconds: float = Field(default=1.0, gt=0)
     retry_max_delay_seconds: float = Field(default=300.0, gt=0)
     retry_horizon_seconds: float = Field(default=3600.0, ge=0)
+    # memory-changed: whether this worker's long-term role relays the outbox to the topic (one
+    # relay publishes at a time, whichever holds the lease), and how often an idle relay looks
+    # for changes written by other processes (the API's).
+    changes_relay: bool = True
+    changes_relay_interval_seconds: float = Field(default=0.5, gt=0)
     worker_web_host: str = "127.0.0.1"
     worker_web_port: int = Field(default=6066, ge=0, le=65535)
     log_level: str = "INFO"

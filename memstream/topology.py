@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from memstream.settings import Settings
 
 ROLES = ("history", "summary", "longterm")
-PUBLIC_TOPICS = ("message-written", "session-ended", "dead-letter")
+PUBLIC_TOPICS = ("message-written", "session-ended", "dead-letter", "memory-changed")
+# The public topics memstream writes and no stage of its own reads.
+OUTPUT_TOPICS = ("dead-letter", "memory-changed")
 
 
 @dataclass(frozen=True, slots=True)

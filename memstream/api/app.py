@@ -15,7 +15,16 @@ from memstream.api import errors
 from memstream.api.gate import Gate
 from memstream.api.hosts import host_check, loopback, parse_allowed
 from memstream.api.overload import Admission
-from memstream.api.routes import agents, context, conversations, dashboard, health, memories, stats
+from memstream.api.routes import (
+    agents,
+    context,
+    conversations,
+    dashboard,
+    health,
+    history,
+    memories,
+    stats,
+)
 from memstream.api.services import Services
 from memstream.errors import ConfigurationError
 from memstream.settings import Settings
@@ -62,7 +71,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     errors.install(app)
     # Registration order is the order of the paths in /openapi.json.
-    for module in (stats, context, conversations, memories, agents):
+    for module in (stats, context, conversations, memories, history, agents):
         app.include_router(module.router, responses=errors.V1_ERRORS)
     for module in (health, dashboard):
         app.include_router(module.router)

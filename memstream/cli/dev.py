@@ -35,7 +35,7 @@ from memstream.errors import ServiceUnavailable
 from memstream.launch import Launched, answers, api_url, memstream_argv, settings_env
 from memstream.settings import Settings, masked_url
 from memstream.store.database import migrate
-from memstream.topology import PUBLIC_TOPICS, STAGE_TOPICS
+from memstream.topology import OUTPUT_TOPICS, PUBLIC_TOPICS, STAGE_TOPICS
 
 DEV_BROKER = "127.0.0.1:19092"
 DEV_DIR = Path("var/dev")
@@ -290,7 +290,7 @@ def _stop(child: Launched | None, timeout: float, hurry: list[int]) -> None:
 async def _drain(settings: Settings, within: float) -> None:
     """Wait until the worker group has committed every record of the stages' topics, at most
     ``within`` seconds: what it has not is lost with a memory-only broker."""
-    topics = [settings.topic(t) for t in (*PUBLIC_TOPICS, *STAGE_TOPICS) if t != "dead-letter"]
+    topics = [settings.topic(t) for t in (*PUBLIC_TOPICS, *STAGE_TOPICS) if t not in OUTPUT_TOPICS]
     deadline = time.monotonic() + within
     consumer = group_less_consumer(settings)
     await consumer.start()

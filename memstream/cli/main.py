@@ -113,6 +113,24 @@ def build_parser() -> argparse.ArgumentParser:
     dead.add_argument(
         "--limit", type=_positive, default=20, metavar="N", help="show the newest N (default 20)"
     )
+    changes = sub.add_parser(
+        "changes",
+        help="print the memory-changed stream: what was learned, replaced and forgotten",
+    )
+    changes.add_argument(
+        "--follow", action="store_true", help="keep printing changes as they come (Ctrl-C stops)"
+    )
+    changes.add_argument("--tenant-id", metavar="T", help="only this tenant's changes")
+    changes.add_argument("--user-id", metavar="U", help="only this user's changes")
+    changes.add_argument(
+        "--since",
+        type=_parse_time,
+        metavar="TIME",
+        help="from this RFC 3339 time (default: the start, or now with --follow)",
+    )
+    changes.add_argument(
+        "--json", action="store_true", help="one JSON value per line, as published"
+    )
     return with_shared_options(parser)
 
 
@@ -186,6 +204,13 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return _publish(args, settings)
     if args.command in ("redrive", "dead-letters"):
         return _dead_letters(args, settings)
+    if args.command == "changes":
+        from memstream.cli.changes import Filter, show
+
+        selection = Filter(args.tenant_id, args.user_id)
+        options = {"follow": args.follow, "since": args.since, "as_json": args.json}
+        asyncio.run(show(settings, selection, **options))
+        return 0
     if args.command == "replay":
         from memstream.broker.patience import patiently
         from memstream.broker.replay import replay

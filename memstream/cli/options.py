@@ -54,6 +54,11 @@ EXAMPLES: dict[str, list[str]] = {
         "memstream dead-letters",
         "memstream dead-letters --reason schema_violation --limit 50",
     ],
+    "changes": [
+        "memstream changes --follow",
+        "memstream changes --follow --tenant-id acme --user-id u1",
+        "memstream changes --tenant-id acme --since 2026-03-01T00:00:00Z --json",
+    ],
 }
 
 

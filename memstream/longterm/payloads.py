@@ -99,7 +99,11 @@ def candidates_of(record: dict[str, Any]) -> list[Candidate]:
 
 
 def memories_of(record: dict[str, Any]) -> list[NewMemory]:
-    return [NewMemory(**_decoded(m)) for m in record["store"]]
+    # Plans kept by earlier versions name no superseded memories.
+    return [
+        NewMemory(**{**_decoded(m), "supersedes": tuple(m.get("supersedes", ()))})
+        for m in record["store"]
+    ]
 
 
 def ended_at(event: SessionEnded, timestamp: float | None) -> float | None:

@@ -11,10 +11,11 @@ conflict             : what to store and which live memories to expire (``plan``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from memstream.changes.model import RETENTION, Cause
 from memstream.errors import ProviderUnavailable
 from memstream.longterm.conflict import LLMConflictResolver, resolve
 from memstream.longterm.models import Candidate, SessionMessage
@@ -115,9 +116,10 @@ async def plan(
         if decision.action == "skip":
             skipped += 1
             continue
-        store.append(session.memory(candidate))
+        replaced = [i for i in dict.fromkeys(decision.expire_ids) if i not in expire]
+        store.append(replace(session.memory(candidate), supersedes=tuple(replaced)))
         gone = set(decision.expire_ids)
-        expire += [i for i in decision.expire_ids if i not in expire]
+        expire += replaced
         by_cube[cube] = [m for m in current if m.id not in gone]
     return Plan(store, expire, skipped)
 
@@ -132,24 +134,36 @@ async def persist(
     expire: Sequence[str],
     retention: Retention = KEEP_EVERY_EPISODE,
 ) -> list[str]:
-    """Write new memories first, then expire the old: a crash in between leaves a duplicate
-    for a while, never a gap. Nothing expires before every add is confirmed: a provider that
-    answers a provisional id (MemOS adding asynchronously) may still lose the memory, so the
-    call fails as an outage and is tried again (adds are idempotent). Episodes past their
-    retention go last; answers what expired."""
+    """Write new memories first, then expire the old (each superseded by the new memory that
+    replaced it): a crash in between leaves a duplicate for a while, never a gap. Nothing
+    expires before every add is confirmed: a provider that answers a provisional id (MemOS
+    adding asynchronously) may still lose the memory, so the call fails as an outage and is
+    tried again (adds are idempotent). Episodes past their retention go last (``expired``);
+    answers what expired. Each change is recorded as the provider makes it."""
+    superseded_by: dict[str, list[str]] = {}
     if store:
-        stored = await provider.add(store)
+        stored = await provider.add(store, cause=Cause.session(session.conversation_id))
         unconfirmed = sum(1 for item in stored if is_provisional(item))
         if unconfirmed:
             raise ProviderUnavailable(
                 f"{provider.name} has not confirmed {unconfirmed} of {len(stored)} added "
                 "memories yet; nothing is expired before it has"
             )
+        if len(stored) == len(store):
+            for memory, item in zip(store, stored, strict=True):
+                for old in memory.supersedes:
+                    superseded_by.setdefault(old, []).append(item.id)
+    if expire:
+        cause = Cause.conflict(session.conversation_id, superseded_by)
+        await provider.delete(session.tenant_id, expire, cause=cause)
     gone = list(expire)
     if any(m.kind == "episode" for m in store) and (retention.period or retention.per_user):
         live = await provider.list_live(session.tenant_id, session.user_id, session.agent_id)
         now = datetime.now(UTC)
-        gone += expired_episodes(live, now, retention=retention.period, cap=retention.per_user)
-    if gone:
-        await provider.delete(session.tenant_id, gone)
+        old_episodes = expired_episodes(
+            live, now, retention=retention.period, cap=retention.per_user
+        )
+        if old_episodes:
+            await provider.delete(session.tenant_id, old_episodes, cause=RETENTION)
+        gone += old_episodes
     return gone

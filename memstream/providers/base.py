@@ -1,15 +1,19 @@
-"""The long-term memory provider interface shared by the built-in store, MemOS and Mem0."""
+"""The long-term memory provider interfaces: what MemOS and Mem0 answer (``RemoteProvider``),
+and what the rest of memstream uses (``LongTermProvider``: the built-in store, and the remote
+ones wrapped by ``memstream.providers.ledgered``), whose writes say why they change memory so
+that each change is recorded (``memstream.changes``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Protocol
 
+from memstream.changes.model import Cause
 from memstream.memory import MemoryItem, NewMemory
 
 
-class LongTermProvider(Protocol):
-    """What the load path and the persist stage need from a long-term store."""
+class RemoteProvider(Protocol):
+    """What an external long-term store does."""
 
     name: str  # "MYSQL", "MEMOS" or "MEM0"
 
@@ -43,4 +47,22 @@ class LongTermProvider(Protocol):
 
     async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
         """Forget a user: expire every memory of every cube; answers the deleted ids."""
+        ...
+
+
+class LongTermProvider(RemoteProvider, Protocol):
+    """What the load path, the long-term chain and the API use: writes name their cause (the
+    API when unsaid), and every memory they change is recorded with it."""
+
+    async def add(self, memories: Sequence[NewMemory], *, cause: Cause = ...) -> list[MemoryItem]:
+        """Store memories (never twice, see ``RemoteProvider.add``); those stored are recorded
+        as ``added`` and linked to the memories they supersede."""
+        ...
+
+    async def delete(self, tenant_id: str, ids: Sequence[str], *, cause: Cause = ...) -> list[str]:
+        """Expire memories by id, each recorded as superseded, deleted or expired by ``cause``."""
+        ...
+
+    async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
+        """Forget a user; every memory is recorded as ``forgotten``."""
         ...

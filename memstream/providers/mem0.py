@@ -102,7 +102,7 @@ class _Scope:
 
 
 class Mem0Provider:
-    """``LongTermProvider`` on a Mem0 REST server."""
+    """``RemoteProvider`` on a Mem0 REST server."""
 
     name = NAME
 

@@ -113,7 +113,7 @@ def _malformed(what: str) -> ProviderCallFailed:
 
 
 class MemOSProvider:
-    """``LongTermProvider`` on a MemOS server (its ``/product`` API)."""
+    """``RemoteProvider`` on a MemOS server (its ``/product`` API)."""
 
     name = NAME
 

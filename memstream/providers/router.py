@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.changes.model import TOPIC
+from memstream.changes.outbox import DEFAULT_TOPIC, ChangeOutbox
 from memstream.embeddings.client import EmbeddingClient
 from memstream.errors import ProviderUnavailable
 from memstream.providers.base import LongTermProvider
@@ -49,11 +51,14 @@ class ProviderRouter:
     ) -> None:
         self._engine = engine
         self.agents = AgentConfigStore(engine)
+        # Every provider records its changes for this deployment's memory-changed topic.
+        self.changes = ChangeOutbox(settings.topic(TOPIC) if settings else DEFAULT_TOPIC)
         if settings is None:
-            self.builtin = MySQLProvider(engine)
+            self.builtin = MySQLProvider(engine, changes=self.changes)
         else:
             self.builtin = MySQLProvider(
                 engine,
+                changes=self.changes,
                 embedder=EmbeddingClient.from_settings(settings),
                 # Half the long-term part's time limit: a slow endpoint leaves the other half
                 # for the lexical answer.
@@ -75,7 +80,9 @@ class ProviderRouter:
             self.mem0 = Mem0Provider(settings.mem0_url, settings.mem0_api_key.get_secret_value())
         self.ledger = ProviderLedger(engine)
         self._external: dict[str, LongTermProvider] = {
-            p.name: Ledgered(p, self.ledger) for p in (self.memos, self.mem0) if p is not None
+            p.name: Ledgered(p, self.ledger, self.changes)
+            for p in (self.memos, self.mem0)
+            if p is not None
         }
 
     async def close(self) -> None:

@@ -9,18 +9,21 @@ whether the long-term chain or the API made the call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import Executable, update
+from sqlalchemy import Executable, select, update
 from sqlalchemy.dialects import mysql, sqlite
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.memory import MemoryItem
 from memstream.store.messages import utc_naive
 from memstream.store.schema import provider_memory as t
 
 _CHUNK = 500  # ids per IN (...) list
+# More writes committed with the ledger's (the changes of ``memstream.changes``).
+Also = Callable[[AsyncConnection], Awaitable[None]] | None
 
 
 class ProviderLedger:
@@ -34,6 +37,8 @@ class ProviderLedger:
         provider: str,
         items: Sequence[MemoryItem],
         agent_ids: Sequence[str | None] | None = None,
+        *,
+        also: Also = None,
     ) -> None:
         """Record memories a provider stored, each with the agent that wrote it (``agent_ids``,
         else the item's own); one recorded already is live again, with its text."""
@@ -71,10 +76,47 @@ class ProviderLedger:
             stmt = upsert.on_duplicate_key_update(deleted_at=None, content=upsert.inserted.content)
         async with self._engine.begin() as conn:
             await conn.execute(stmt, rows)
+            if also is not None:
+                await also(conn)
 
-    async def forget(self, tenant_id: str, provider: str, ids: Sequence[str]) -> None:
-        """Mark memories the provider deleted, and erase the copy of their text."""
+    async def known(self, tenant_id: str, provider: str, ids: Sequence[str]) -> list[MemoryItem]:
+        """The live memories among ``ids`` memstream wrote to ``provider``, as recorded."""
+        found: list[MemoryItem] = []
+        async with self._engine.connect() as conn:
+            for start in range(0, len(ids), _CHUNK):
+                query = select(t).where(
+                    t.c.tenant_id == tenant_id,
+                    t.c.provider == provider,
+                    t.c.memory_id.in_(ids[start : start + _CHUNK]),
+                    t.c.deleted_at.is_(None),
+                )
+                found += [_item(row) for row in (await conn.execute(query)).all()]
+        return found
+
+    async def known_of_user(self, tenant_id: str, provider: str, user_id: str) -> list[MemoryItem]:
+        """The live memories of a user memstream wrote to ``provider``, as recorded."""
+        query = select(t).where(
+            t.c.tenant_id == tenant_id,
+            t.c.provider == provider,
+            t.c.user_id == user_id,
+            t.c.deleted_at.is_(None),
+        )
+        async with self._engine.connect() as conn:
+            return [_item(row) for row in (await conn.execute(query)).all()]
+
+    async def forget(
+        self,
+        tenant_id: str,
+        provider: str,
+        ids: Sequence[str],
+        *,
+        erase: bool = True,
+        also: Also = None,
+    ) -> None:
+        """Mark memories the provider deleted, and erase the copy of their text unless told to
+        keep it (a superseded memory's, the record of what was once known)."""
         now = datetime.now(UTC).replace(tzinfo=None)
+        values: dict[str, object] = {"deleted_at": now, **({"content": ""} if erase else {})}
         async with self._engine.begin() as conn:
             for start in range(0, len(ids), _CHUNK):
                 await conn.execute(
@@ -85,10 +127,14 @@ class ProviderLedger:
                         t.c.memory_id.in_(ids[start : start + _CHUNK]),
                         t.c.deleted_at.is_(None),
                     )
-                    .values(deleted_at=now, content="")
+                    .values(values)
                 )
+            if also is not None:
+                await also(conn)
 
-    async def forget_user(self, tenant_id: str, provider: str, user_id: str) -> None:
+    async def forget_user(
+        self, tenant_id: str, provider: str, user_id: str, *, also: Also = None
+    ) -> None:
         """Mark every memory of a user the provider forgot."""
         async with self._engine.begin() as conn:
             await conn.execute(
@@ -101,3 +147,17 @@ class ProviderLedger:
                 )
                 .values(deleted_at=datetime.now(UTC).replace(tzinfo=None))
             )
+            if also is not None:
+                await also(conn)
+
+
+# What a ledger row and a memory item share, by name.
+_SHARED = ("tenant_id", "user_id", "agent_id", "cube_id", "memory_type", "content", "importance")
+
+
+def _item(row: Any) -> MemoryItem:
+    """A ledger row as a memory item (the ledger keeps no sources, kind or date)."""
+    created: datetime = row.created_at
+    aware = created.replace(tzinfo=UTC) if created.tzinfo is None else created
+    shared = {name: row._mapping[name] for name in _SHARED}
+    return MemoryItem(id=row.memory_id, source_event_ids=(), created_at=aware, **shared)

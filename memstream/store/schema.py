@@ -378,3 +378,65 @@ cache_rebuild = Table(
     Column("marked_at", _TIME, nullable=False),
     **MYSQL_TABLE_ARGS,
 )
+
+# The outbox of ``memory-changed`` (memstream.changes): one row per change to long-term memory,
+# written with the change itself (in its transaction for the built-in store, right after the
+# provider answered for MemOS and Mem0), published by the relay in ``seq`` order and marked.
+# ``change_id`` is derived from what changed, so a change applied twice is recorded once. The
+# rows stay as the memories' record of why they changed (``/v1/memories/{id}/history``), their
+# text dropped once published; forgetting a user deletes them.
+memory_change = Table(
+    "memory_change",
+    metadata,
+    Column("seq", _PK, primary_key=True, autoincrement=True),
+    Column("change_id", String(64), nullable=False),
+    # The full topic name (prefix included): deployments that share a database publish apart.
+    Column("topic", String(255), nullable=False),
+    Column("tenant_id", _ID, nullable=False),
+    Column("user_id", _ID, nullable=False),
+    Column("provider", String(8), nullable=False),
+    Column("memory_id", String(128), nullable=False),
+    Column("change", String(16), nullable=False),
+    Column("cause", String(16), nullable=False),
+    Column("conversation_id", _ID, nullable=True),
+    # The published value without ``content``; the text of an ``added`` change is kept apart
+    # until it is published (or erased).
+    Column("payload", _LONG_TEXT, nullable=False),
+    Column("content", Text, nullable=True),
+    Column("changed_at", _TIME, nullable=False),
+    Column("published_at", _TIME, nullable=True),
+    UniqueConstraint("change_id", name="uq_change_id"),
+    # The relay reads the oldest unpublished rows of its topic.
+    Index("ix_change_pending", "topic", "published_at", "seq"),
+    # A memory's changes (history, erasing), and a user's (forgetting).
+    Index("ix_change_memory", "tenant_id", "memory_id"),
+    Index("ix_change_user", "tenant_id", "user_id"),
+    **MYSQL_TABLE_ARGS,
+)
+
+# Which memories a newer one superseded (conflict resolution), kept in the record: one row per
+# (newer, older) pair, for every provider (ids are the provider's).
+memory_link = Table(
+    "memory_link",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("memory_id", String(128), primary_key=True),
+    Column("supersedes_id", String(128), primary_key=True),
+    Column("user_id", _ID, nullable=False),
+    Column("provider", String(8), nullable=False),
+    Column("created_at", _TIME, nullable=False),
+    Index("ix_link_superseded", "tenant_id", "supersedes_id"),
+    Index("ix_link_user", "tenant_id", "user_id"),
+    **MYSQL_TABLE_ARGS,
+)
+
+# Who relays a topic's outbox now: one holder at a time per topic, for a few seconds, renewed
+# while it runs, so that several workers never publish the same rows side by side.
+change_relay = Table(
+    "change_relay",
+    metadata,
+    Column("topic", String(255), primary_key=True),
+    Column("owner", String(64), nullable=False),
+    Column("expires_at", _TIME, nullable=False),
+    **MYSQL_TABLE_ARGS,
+)

@@ -174,6 +174,18 @@ async def test_dashboard_renders_the_api_data(served, engine):  # type: ignore[n
                 newest = await page.locator("#newest tbody tr").count()
                 assert newest == len(cube["newest"])
 
+                # A memory of the list opens its history.
+                first = cube["newest"][0]
+                await page.click(f"#newest tbody tr[data-key='{first['id']}']")
+                await page.wait_for_function(
+                    "(id) => window.dashboard.ready"
+                    " && (window.dashboard.data.history || {}).memory_id === id",
+                    arg=first["id"],
+                )
+                assert await page.is_visible("#history-panel")
+                cells = await page.locator("#history tbody tr td").all_text_contents()
+                assert cells[1] == "live" and cells[4] == first["content"]
+
                 # The range picker: hourly around the seeded hours, then daily.
                 await page.fill("#from", "2026-03-01T08:00")
                 await page.fill("#to", "2026-03-01T14:00")

@@ -13,6 +13,8 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.changes.history import history
+from memstream.changes.model import Cause
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers.base import LongTermProvider
 from memstream.providers.builtin import MySQLProvider
@@ -20,7 +22,7 @@ from memstream.providers.builtin.index_cache import UserIndexCache
 from memstream.providers.builtin.postings import TermBackfill
 from memstream.providers.identity import content_hash
 from memstream.store.database import create_engine, migrate
-from memstream.store.schema import long_term_memory
+from memstream.store.schema import long_term_memory, memory_change, memory_link
 from memstream.text.terms import tokenize
 
 pytestmark = pytest.mark.integration
@@ -375,3 +377,49 @@ async def test_concurrent_adds_store_one_memory(db: AsyncEngine, tenant: str) ->
     a, b = await asyncio.gather(first.add(batch), second.add(list(reversed(batch))))
     assert [m.id for m in a] == [m.id for m in reversed(b)]
     assert len(await first.list_live(tenant, "u1", None)) == 20
+
+
+async def test_every_change_is_recorded_with_it_and_links_the_superseding_memory(
+    provider: MySQLProvider, db: AsyncEngine
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    (paris,) = await provider.add(
+        [memory(tenant, "The user lives in Paris.")], cause=Cause.session("c1")
+    )
+    moved = replace(
+        memory(tenant, "The user lives in Berlin.", events=("e2",)), supersedes=(paris.id,)
+    )
+    (berlin,) = await provider.add([moved], cause=Cause.session("c2"))
+    await provider.add([moved], cause=Cause.session("c2"))  # applied again: nothing new
+    assert await provider.delete(
+        tenant, [paris.id], cause=Cause.conflict("c2", {paris.id: [berlin.id]})
+    ) == [paris.id]
+
+    c = memory_change.c
+    query = select(c.memory_id, c.change, c.cause, c.conversation_id).where(c.tenant_id == tenant)
+    async with db.connect() as conn:
+        rows = (await conn.execute(query.order_by(c.seq))).all()
+        links = (
+            await conn.execute(select(memory_link).where(memory_link.c.tenant_id == tenant))
+        ).all()
+    assert [tuple(r) for r in rows] == [
+        (paris.id, "added", "session", "c1"),
+        (berlin.id, "added", "session", "c2"),
+        (paris.id, "superseded", "conflict", "c2"),
+    ]
+    assert [(link.memory_id, link.supersedes_id) for link in links] == [(berlin.id, paris.id)]
+
+    found = await history(db, tenant, paris.id)
+    assert found is not None
+    assert [(i.id, i.state, i.content) for i in found.items] == [
+        (paris.id, "superseded", "The user lives in Paris."),
+        (berlin.id, "live", "The user lives in Berlin."),
+    ]
+    assert found.items[0].superseded_by == [berlin.id] and found.items[1].supersedes == [paris.id]
+    assert found.items[0].ended is not None and found.items[0].ended.cause == "conflict"
+    assert await history(db, "another-tenant", paris.id) is None
+
+    assert await provider.delete_user(tenant, "u1") == [berlin.id]
+    async with db.connect() as conn:
+        forgotten = (await conn.execute(query.where(c.change == "forgotten"))).all()
+    assert [tuple(r) for r in forgotten] == [(berlin.id, "forgotten", "forget", None)]

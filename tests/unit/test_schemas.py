@@ -204,7 +204,9 @@ def test_content_too_large_has_its_own_reason() -> None:
     assert load_schema("message-written.v1")["properties"]["content"]["maxLength"] == MAX_CONTENT
 
 
-@pytest.mark.parametrize("name", ["message-written.v1", "session-ended.v1", "dead-letter.v1"])
+@pytest.mark.parametrize(
+    "name", ["message-written.v1", "session-ended.v1", "dead-letter.v1", "memory-changed.v1"]
+)
 def test_schemas_are_well_formed_and_documented(name: str) -> None:
     schema = load_schema(name)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
@@ -216,7 +218,12 @@ def test_schemas_are_well_formed_and_documented(name: str) -> None:
 
 
 def test_schema_names_and_loader() -> None:
-    assert schema_names() == ["dead-letter.v1", "message-written.v1", "session-ended.v1"]
+    assert schema_names() == [
+        "dead-letter.v1",
+        "memory-changed.v1",
+        "message-written.v1",
+        "session-ended.v1",
+    ]
     assert load_schema("dead-letter.v1.json") == load_schema("dead-letter.v1")
     assert validator("dead-letter.v1") is validator("dead-letter.v1")
     with pytest.raises(FileNotFoundError):

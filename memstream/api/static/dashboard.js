@@ -139,9 +139,51 @@ function renderCube(c) {
   });
   fillTable(
     "newest",
-    c.newest.map((m) => ({ cells: [m.created_at.slice(0, 19).replace("T", " "), m.memory_type, m.importance, m.user_id, m.content] })),
+    c.newest.map((m) => ({
+      key: m.id,
+      cells: [m.created_at.slice(0, 19).replace("T", " "), m.memory_type, m.importance, m.user_id, m.content],
+      onclick: () => loadHistory(m.id),
+    })),
   );
   for (const tr of $("cubes").querySelectorAll("tbody tr")) tr.classList.toggle("selected", tr.dataset.key === c.cube_id);
+}
+
+function cause(step) {
+  if (!step) return "";
+  return `${step.cause}${step.conversation_id ? ` (${step.conversation_id})` : ""}`;
+}
+
+function renderHistory(h) {
+  $("history-panel").hidden = false;
+  const n = h.items.length;
+  $("history-title").textContent = `History of memory ${h.memory_id}: ${n} ${n === 1 ? "memory" : "memories"}, oldest first`;
+  fillTable(
+    "history",
+    h.items.map((m) => ({
+      key: m.id,
+      trClass: m.id === h.memory_id ? "selected" : "",
+      cells: [
+        m.created_at.slice(0, 19).replace("T", " "),
+        m.state,
+        cause(m.added),
+        m.ended ? `${m.ended.change}: ${cause(m.ended)}` : "",
+        m.content,
+        m.source_messages.map((s) => `${s.role}: ${s.content}`).join(" | "),
+      ],
+    })),
+  );
+}
+
+async function loadHistory(id) {
+  window.dashboard.ready = false;
+  showError("");
+  try {
+    data.history = await api(`/v1/memories/${encodeURIComponent(id)}/history`, {});
+    renderHistory(data.history);
+  } catch (e) {
+    showError(e.message);
+  }
+  window.dashboard.ready = true;
 }
 
 function percent(share) {

@@ -16,6 +16,8 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.changes.model import API, FORGET, Cause, added, removed
+from memstream.changes.outbox import ChangeOutbox
 from memstream.embeddings import blocks
 from memstream.embeddings.client import EmbeddingClient
 from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT
@@ -71,8 +73,11 @@ class MySQLProvider:
         rrf_k: int = RRF_K,
         reads: Reads | None = None,
         postings_budget: int = postings.POSTINGS_BUDGET,
+        changes: ChangeOutbox | None = None,
     ) -> None:
         self._engine = engine
+        # Every change is recorded in the outbox in the transaction that makes it.
+        self.changes = changes if changes is not None else ChangeOutbox()
         # Writes go to ``engine``; reads to the replica unless this process wrote for the user.
         self._reads = reads if reads is not None else Reads(engine, sticky_seconds=0)
         self._dialect = engine.dialect.name
@@ -92,13 +97,15 @@ class MySQLProvider:
 
     # --- writes --------------------------------------------------------------------------
 
-    async def add(self, memories: Sequence[NewMemory]) -> list[MemoryItem]:
+    async def add(self, memories: Sequence[NewMemory], *, cause: Cause = API) -> list[MemoryItem]:
         """Store memories; content already live in the same cube (after normalisation) is not
-        stored again, the stored item is answered instead. Answers one item per input."""
+        stored again, the stored item is answered instead. Answers one item per input. The
+        memories this call stored are recorded as ``added`` (``cause``) with them."""
         if not memories:
             return []
         keys: list[ContentKey] = []
         rows: dict[ContentKey, dict[str, Any]] = {}
+        replaced: dict[str, tuple[str, ...]] = {}  # new row id -> the memories it supersedes
         terms: dict[str, DocumentTerms] = {}  # by new row id
         now = sql.now()
         for n, memory in enumerate(memories):
@@ -109,6 +116,7 @@ class MySQLProvider:
             keys.append(key)
             if key not in rows:
                 rows[key] = row
+                replaced[row["id"]] = memory.supersedes
                 terms[row["id"]] = document_terms(memory.content)
                 row["term_count"] = terms[row["id"]].length
         stored: dict[ContentKey, MemoryItem] = {}
@@ -136,6 +144,10 @@ class MySQLProvider:
                 )
             ]
             await postings.write(conn, posted)
+            inserted = [item for item in stored.values() if item.id in terms]
+            await self.changes.write(
+                conn, [added(i, self.name, cause, replaced[i.id], now) for i in inserted]
+            )
         for tenant_id, user_id in {(k[0], k[1]) for k in keys}:
             self._reads.wrote(tenant_id, user_id)
             self._recent.drop(tenant_id, user_id)
@@ -144,20 +156,27 @@ class MySQLProvider:
             raise RuntimeError(f"memories not stored: {missing[:3]}")
         return [stored[k] for k in keys]
 
-    async def delete(self, tenant_id: str, ids: Sequence[str], *, erase: bool = False) -> list[str]:
-        """Delete memories of ``tenant_id`` by id; answers the ids that were live. With
-        ``erase`` (a user deleting a memory, who expects its words gone rather than kept until
-        the user is forgotten) the tombstone rows lose their text and vectors too; a memory
-        superseded by a newer one keeps its text, the record of what was once known."""
+    async def delete(
+        self, tenant_id: str, ids: Sequence[str], *, erase: bool = False, cause: Cause = API
+    ) -> list[str]:
+        """Delete memories of ``tenant_id`` by id; answers the ids that were live, recorded as
+        changed by ``cause`` (superseded, deleted, expired). With ``erase`` (a user deleting a
+        memory, who expects its words gone rather than kept until the user is forgotten) the
+        tombstone rows lose their text and vectors too; a memory superseded by a newer one
+        keeps its text, the record of what was once known."""
         deleted: list[str] = []
+        now = sql.now()
         async with self._engine.begin() as conn:
             for chunk in sql.chunks(sorted(set(ids))):
                 expired = await sql.expire(conn, sql.by_ids(tenant_id, chunk))
+                gone = [item.id for item in expired]
                 # Out of the packed vectors first: ``erase`` drops the rows saying where.
-                await blocks.unpack(conn, tenant_id, expired)
+                await blocks.unpack(conn, tenant_id, gone)
                 if erase:
-                    await sql.erase(conn, tenant_id, expired)
-                deleted += expired
+                    await sql.erase(conn, tenant_id, gone)
+                    await self.changes.erase(conn, tenant_id, gone)
+                await self.changes.write(conn, [removed(i, self.name, cause, now) for i in expired])
+                deleted += gone
             await postings.remove(conn, tenant_id, deleted)
         if deleted:
             self._reads.wrote(tenant_id)
@@ -165,11 +184,16 @@ class MySQLProvider:
         return deleted
 
     async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
-        """Forget a user: soft-delete every live memory of every cube; answers their ids."""
+        """Forget a user: soft-delete every live memory of every cube, each recorded as
+        ``forgotten``; answers their ids."""
         async with self._engine.begin() as conn:
-            deleted = await sql.expire(conn, sql.of_user(tenant_id, user_id))
+            expired = await sql.expire(conn, sql.of_user(tenant_id, user_id))
+            deleted = [item.id for item in expired]
             await postings.remove(conn, tenant_id, deleted)
             await blocks.drop_user(conn, tenant_id, user_id)
+            await self.changes.write(
+                conn, [removed(i, self.name, FORGET, sql.now()) for i in expired]
+            )
         self._reads.wrote(tenant_id, user_id)
         self._recent.drop(tenant_id, user_id)
         return deleted

@@ -181,15 +181,16 @@ def of_user(tenant_id: str, user_id: str) -> tuple[Any, ...]:
     return (t.c.tenant_id == tenant_id, t.c.user_id == user_id, t.c.deleted_at.is_(None))
 
 
-async def expire(conn: AsyncConnection, scope: tuple[Any, ...]) -> list[str]:
+async def expire(conn: AsyncConnection, scope: tuple[Any, ...]) -> list[MemoryItem]:
+    """Soft-delete the live memories in ``scope``; answers them as they were."""
     # Lock the rows first so that two concurrent deletes never both report the same id
     # (SQLite ignores FOR UPDATE: its writers are serialised anyway).
-    query = select(t.c.id).where(*scope).with_for_update()
-    ids = [row.id for row in (await conn.execute(query)).all()]
-    if ids:
+    query = select(*COLUMNS).where(*scope).with_for_update()
+    items = [item_of(row) for row in (await conn.execute(query)).all()]
+    if items:
         # The tombstone frees the content key (docs/design/builtin-store.md).
         await conn.execute(update(t).where(*scope).values(deleted_at=now(), content_hash=t.c.id))
-    return ids
+    return items
 
 
 async def erase(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) -> None:

@@ -1,0 +1,151 @@
+"""The relay: the outbox's unpublished rows onto ``memory-changed``, oldest first, then marked.
+
+One relay per topic publishes at a time: it holds a lease row (``change_relay``) for a few
+seconds and renews it before each batch, so workers started side by side never publish the
+same rows in two orders. A batch is sent with an idempotent producer and marked published only
+once the broker has every record of it; a relay that dies in between leaves the rows unmarked,
+and whichever relay holds the lease next sends them again (at least once: consumers dedupe by
+``change_id``). Rows are read in ``seq`` order and one user's changes share a key, so they
+reach the topic, and its partition, in the order they were written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import orjson
+from aiokafka import AIOKafkaProducer
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memstream.broker.clients import producer
+from memstream.changes.model import key_of, with_content
+from memstream.changes.outbox import ChangeOutbox, insert_ignoring
+from memstream.settings import Settings
+from memstream.store.schema import change_relay as lease_table
+from memstream.store.schema import memory_change as t
+
+log = logging.getLogger(__name__)
+
+BATCH = 500
+LEASE_SECONDS = 15.0
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class ChangeRelay:
+    """Publishes one deployment's outbox (its ``memory-changed`` topic) while it holds the lease."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        settings: Settings,
+        outbox: ChangeOutbox,
+        *,
+        interval: float = 0.5,
+        lease_seconds: float = LEASE_SECONDS,
+    ) -> None:
+        self._engine = engine
+        self._settings = settings
+        self.outbox = outbox
+        self.topic = outbox.topic
+        self.interval = interval
+        self.lease_seconds = lease_seconds
+        self.owner = uuid.uuid4().hex
+        self.published = 0
+
+    async def run(self) -> None:
+        """Relay until cancelled; a database or broker that fails is tried again later."""
+        try:
+            while True:
+                try:
+                    async with producer(self._settings, enable_idempotence=True) as client:
+                        await self._relay(client)
+                except Exception as exc:
+                    log.warning("memory-changed relay cannot publish (%r); trying again", exc)
+                    await asyncio.sleep(self.interval)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.release())
+
+    async def _relay(self, client: AIOKafkaProducer) -> None:
+        while True:
+            # Cleared before reading: a change written meanwhile wakes the next round at once.
+            self.outbox.written.clear()
+            try:
+                sent = await self.tick(client)
+            except Exception as exc:
+                log.warning("memory-changed relay: %r; trying again", exc)
+                sent = 0
+            if not sent:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.outbox.written.wait(), self.interval)
+
+    async def tick(self, client: AIOKafkaProducer) -> int:
+        """Publish one batch if this relay holds the lease; answers how many went out."""
+        if not await self.hold_lease():
+            return 0
+        query = (
+            select(t.c.seq, t.c.tenant_id, t.c.user_id, t.c.change, t.c.payload, t.c.content)
+            .where(t.c.topic == self.topic, t.c.published_at.is_(None))
+            .order_by(t.c.seq)
+            .limit(BATCH)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        if not rows:
+            return 0
+        pending = []
+        for row in rows:
+            value = with_content(orjson.loads(row.payload), row.content)
+            key = key_of(row.tenant_id, row.user_id)
+            pending.append(await client.send(self.topic, orjson.dumps(value), key=key))
+        await asyncio.gather(*pending)
+        await self._mark(
+            [row.seq for row in rows], [r.seq for r in rows if r.change == "forgotten"]
+        )
+        self.published += len(rows)
+        return len(rows)
+
+    async def _mark(self, seqs: Sequence[int], forgotten: Sequence[int]) -> None:
+        """Published: the text is no longer needed, and a forgotten user's rows go."""
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                update(t).where(t.c.seq.in_(seqs)).values(published_at=_now(), content=None)
+            )
+            if forgotten:
+                await conn.execute(delete(t).where(t.c.seq.in_(forgotten)))
+
+    async def hold_lease(self) -> bool:
+        """Take or renew the topic's lease; False while another relay holds it."""
+        now = _now()
+        until = now + timedelta(seconds=self.lease_seconds)
+        lease = lease_table.c
+        async with self._engine.begin() as conn:
+            first = {"topic": self.topic, "owner": self.owner, "expires_at": until}
+            await conn.execute(insert_ignoring(conn, lease_table, "topic"), [first])
+            taken = await conn.execute(
+                update(lease_table)
+                .where(
+                    lease.topic == self.topic,
+                    (lease.owner == self.owner) | (lease.expires_at < now),
+                )
+                .values(owner=self.owner, expires_at=until)
+            )
+        return bool(taken.rowcount)
+
+    async def release(self) -> None:
+        """Give the lease up (a worker stopping), so another relay takes over at once."""
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                delete(lease_table).where(
+                    lease_table.c.topic == self.topic, lease_table.c.owner == self.owner
+                )
+            )
