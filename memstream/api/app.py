@@ -10,8 +10,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi_offline import FastAPIOffline
+from starlette.routing import Route
 
-from memstream.api import errors
+from memstream.api import errors, mcp
 from memstream.api.gate import Gate
 from memstream.api.hosts import host_check, loopback, parse_allowed
 from memstream.api.overload import Admission
@@ -36,7 +37,8 @@ DESCRIPTION = (
     "(short-term window and long-term memory) before a model call; the other `/v1` routes "
     "read and manage history, memories and agent configuration. With `MEMSTREAM_API_KEYS` "
     "set, every `/v1` call needs `Authorization: Bearer <key>`, and a key may only touch its "
-    'own tenant. Errors answer `{"error": {"code", "message"}}` with a 4xx status.'
+    'own tenant. Errors answer `{"error": {"code", "message"}}` with a 4xx status. `/mcp` '
+    "serves the same memory to MCP hosts (streamable HTTP), behind the same keys."
 )
 
 
@@ -64,6 +66,7 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             yield
         finally:
+            await tools.close()
             await services.close()
 
     # /docs and /redoc with their scripts served from the package, not a CDN: they work offline.
@@ -75,6 +78,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.router, responses=errors.V1_ERRORS)
     for module in (health, dashboard):
         app.include_router(module.router)
+    tools = mcp.McpEndpoint(app, settings)
+    app.router.routes.append(Route(mcp.PATH, tools, include_in_schema=False))
     app.add_middleware(
         Gate,
         max_body_bytes=settings.api_max_body_bytes,

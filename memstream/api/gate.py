@@ -26,7 +26,8 @@ from memstream.api.errors import error_body
 from memstream.api.hosts import HostCheck, host_name
 from memstream.errors import ApiError
 
-_PROTECTED = "/v1/"
+# /mcp calls /v1 itself, but an unknown key is refused before its body is read here too.
+_PROTECTED = ("/v1/", "/mcp")
 _EVERY_ANSWER = [(b"x-content-type-options", b"nosniff")]
 # The dashboard loads its own scripts and styles only (no inline ones) and calls only the
 # API: anything else a page could be made to load or run is refused by the browser.

@@ -16,6 +16,7 @@ from memstream.cli.options import overrides, program_parser, with_shared_options
 from memstream.errors import MemstreamError
 from memstream.roles import ROLES, parse_stages
 from memstream.settings import Settings
+from memstream_client.mcp import command as mcp_command
 
 
 def _parse_time(value: str) -> datetime:
@@ -81,6 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("api", help="run the query API")
     sub.add_parser("migrate", help="create or upgrade the database schema")
     sub.add_parser("dev", help="run everything locally on the embedded default")
+    mcp_command.add_arguments(
+        sub.add_parser(
+            "mcp",
+            help="serve the memory tools to an MCP host over stdio (as memstream-mcp)",
+            description=mcp_command.DESCRIPTION,
+        )
+    )
     pub = sub.add_parser("publish", help="publish events from a JSON-lines file")
     pub.add_argument("file", type=Path)
     pub.add_argument("--topic", required=True, choices=["message-written", "session-ended"])
@@ -148,6 +156,9 @@ def _reasons(command: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "mcp":
+        # A client of the API: none of the server's settings apply to it.
+        return mcp_command.main_with(args)
     try:
         settings = Settings(**overrides(args))
     except ValidationError as exc:

@@ -37,6 +37,11 @@ EXAMPLES: dict[str, list[str]] = {
         "memstream dev                     # bundled broker on 127.0.0.1:19092, SQLite in var/dev/",
         "memstream dev -b 127.0.0.1:9092   # your own Kafka instead of the bundled broker",
     ],
+    "mcp": [
+        "MEMSTREAM_API_KEY=key1 memstream mcp --api-url http://memstream:8080 --tenant-id acme"
+        " --user-id u1 --agent-id travel",
+        "memstream mcp --tenant-id acme --user-id u1   # an API in open mode on 127.0.0.1:8080",
+    ],
     "publish": [
         "memstream publish -b 127.0.0.1:19092 chat.jsonl --topic message-written",
         "memstream publish ends.jsonl --topic session-ended",

@@ -64,4 +64,5 @@ def _required(name: str) -> list[str]:
     return {
         "publish": ["events.jsonl", "--topic", "message-written"],
         "replay": ["--topic", "message-written", "--to", "earliest"],
+        "mcp": ["--tenant-id", "acme", "--user-id", "u1"],
     }.get(name, [])

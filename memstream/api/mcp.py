@@ -1,0 +1,173 @@
+"""``/mcp``: the memory tools over streamable HTTP, behind the same keys and checks as ``/v1``.
+
+Every tool call is sent to this app's own ``/v1`` routes through httpx's ASGI transport with the
+caller's ``Authorization`` and ``Host``: the gate (host, key, body size), admission and each
+route's tenant check apply to it unchanged, and the tools are the ones ``memstream-mcp`` serves
+over stdio (``memstream_client.mcp.tools``). ``/mcp`` itself passes the gate like ``/v1``
+(401 without a valid key when keys are set) but takes no admission slot: its calls take theirs.
+
+Whose memory a request reaches comes from the request, never from the model: the tenant is the
+key's (``X-Memstream-Tenant-Id`` names it, and must in open mode; a tenant other than the key's
+is refused by ``/v1``, 403, as a tool error), the user is ``X-Memstream-User-Id`` (required, 400
+without), the agent ``X-Memstream-Agent-Id`` (optional).
+
+Stateless, with JSON answers: each POST stands alone, so any API process behind a load balancer
+answers it and nothing is kept between requests. The SDK is imported (in a thread, a second of
+CPU) and its server started at the first ``/mcp`` request, so an API that serves none pays
+nothing for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import httpx
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memstream.api.auth import authenticate
+from memstream.api.errors import error_body
+from memstream.errors import ApiError
+from memstream.settings import Settings
+from memstream_client import AsyncClient
+from memstream_client.mcp.scope import Memory
+from memstream_client.mcp.scope import Scope as MemoryScope
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
+
+    from memstream_client.mcp.tools import Connect
+
+PATH = "/mcp"
+TENANT_HEADER = "x-memstream-tenant-id"
+USER_HEADER = "x-memstream-user-id"
+AGENT_HEADER = "x-memstream-agent-id"
+# Where a request's scope waits for its tool calls: in the request's ASGI scope.
+_SCOPE = "memstream.mcp.scope"
+# The headers a tool call carries to /v1 unchanged.
+_FORWARDED = ("authorization", "host")
+
+
+def _id(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:
+        return None
+    if not value.strip() or len(value) > 128:
+        raise ApiError(400, "invalid_request", f"{name} must be 1 to 128 characters")
+    return value
+
+
+def scope_of(headers: Mapping[str, str], keys: dict[str, str]) -> MemoryScope:
+    """Whose memory a request reaches: 400 without a user, or without a tenant in open mode."""
+    tenant = _id(headers, TENANT_HEADER)
+    if tenant is None and keys:
+        tenant = authenticate(keys, headers.get("authorization", ""))
+    if tenant is None:
+        raise ApiError(400, "invalid_request", f"send {TENANT_HEADER}: no API keys are set")
+    user = _id(headers, USER_HEADER)
+    if user is None:
+        raise ApiError(400, "invalid_request", f"send {USER_HEADER}: whose memory to reach")
+    return MemoryScope(tenant, user, _id(headers, AGENT_HEADER))
+
+
+class _Within(httpx.AsyncBaseTransport):
+    """The app itself, each request carrying the caller's headers."""
+
+    def __init__(self, app: ASGIApp, headers: dict[str, str]) -> None:
+        self.asgi = httpx.ASGITransport(app=app)
+        self.headers = headers
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers.update(self.headers)
+        return await self.asgi.handle_async_request(request)
+
+
+def through(app: ASGIApp) -> Connect:
+    """How a tool call at ``/mcp`` reaches memstream: ``app``'s own ``/v1``, as its caller."""
+
+    @asynccontextmanager
+    async def connect(ctx: Context) -> AsyncIterator[Memory]:
+        request = ctx.request_context.request
+        assert isinstance(request, Request), "the tools at /mcp answer HTTP requests only"
+        headers = {name: request.headers[name] for name in _FORWARDED if name in request.headers}
+        # No retries here: a 503 (overloaded, a database away) is the caller's to retry.
+        transport = _Within(app, headers)
+        async with AsyncClient("http://memstream", retries=0, transport=transport) as api:
+            yield Memory(api, request.scope[_SCOPE])
+
+    return connect
+
+
+class McpEndpoint:
+    """The ASGI endpoint at ``/mcp``; ``close`` stops the SDK's server once the app stops."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+        self._handler: ASGIApp | None = None
+        self._starting = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._runner: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            scope[_SCOPE] = scope_of(Headers(scope=scope), self.settings.tenant_of_key)
+        except ApiError as exc:
+            refusal = JSONResponse(error_body(exc.code, exc.message), status_code=exc.status)
+            await refusal(scope, receive, send)
+            return
+        handler = self._handler or await self._start()
+        await handler(scope, receive, send)
+
+    async def _start(self) -> ASGIApp:
+        async with self._starting:
+            if self._handler is None:
+                self._handler = await self._serve()
+            return self._handler
+
+    async def _serve(self) -> ASGIApp:
+        # The import holds the interpreter for a second: off the loop, which keeps answering.
+        await asyncio.to_thread(importlib.import_module, "memstream_client.mcp.tools")
+        from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from memstream_client.mcp.tools import memory_server
+
+        server = memory_server(through(self.app), log_level=self.settings.log_level)
+        server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=self.settings.api_max_body_bytes,
+            # The gate answers only the hosts it allows (memstream.api.hosts), on /mcp as on
+            # /v1; the SDK's own list would refuse every name but localhost.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        manager = server.session_manager
+        running = asyncio.Event()
+
+        async def run() -> None:
+            # The SDK's task group is entered and left in this one task, as anyio requires.
+            async with manager.run():
+                running.set()
+                await self._stop.wait()
+
+        self._runner = asyncio.create_task(run())
+        started = asyncio.create_task(running.wait())
+        await asyncio.wait({self._runner, started}, return_when=asyncio.FIRST_COMPLETED)
+        if not running.is_set():
+            started.cancel()
+            await self._runner  # raises what stopped it
+        return StreamableHTTPASGIApp(manager)
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._runner is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
