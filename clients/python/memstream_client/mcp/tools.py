@@ -29,6 +29,13 @@ from memstream_client.contract.api import (
 from memstream_client.mcp.scope import Memory, Scope
 
 M = TypeVar("M", bound=BaseModel)
+LEVELS: tuple[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], ...] = (
+    "DEBUG",
+    "INFO",
+    "WARNING",
+    "ERROR",
+    "CRITICAL",
+)
 
 # The conversation ``get_context`` reads when the model names none: a host whose chat is not
 # recorded in memstream gets long-term memory alone (an empty short-term window).
@@ -47,64 +54,34 @@ INSTRUCTIONS = (
 # How a tool call gets its ``Memory``: from the process (stdio) or from the request (HTTP).
 Connect = Callable[[Context], AbstractAsyncContextManager[Memory]]
 
-Query = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=32768,
-        description="What to look for, in the user's words, e.g. 'what does the user eat'",
-    ),
-]
-ContextQuery = Annotated[
-    str,
-    Field(
-        max_length=32768,
-        description="The user's current request; memories relevant to it come first",
-    ),
-]
+# What the model reads about each argument (the limits are the API's own).
+_ABOUT = {
+    "query": "What to look for, in the user's words, e.g. 'what does the user eat'",
+    "context_query": "The user's current request; memories relevant to it come first",
+    "conversation_id": "The conversation whose recent turns to include, when memstream records"
+    " it; leave it out otherwise",
+    "top_k": "How many memories at most, best first",
+    "content": "One self-contained fact in the third person, e.g. 'The user is vegetarian.'",
+    "memory_type": "text_mem: a fact; pref_mem: a preference; skill_mem: how to do something;"
+    " tool_mem: how to use a tool",
+    "about": "user: about the user, shared by every agent; agent: this agent's own notes about"
+    " the user",
+    "importance": "1 (trivia) to 10 (never forget)",
+    "memory_id": "The id of a memory, as get_context, search_memory or list_memories gave it",
+}
+Query = Annotated[str, Field(min_length=1, max_length=32768, description=_ABOUT["query"])]
+ContextQuery = Annotated[str, Field(max_length=32768, description=_ABOUT["context_query"])]
 ConversationId = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=128,
-        pattern=r"\S",
-        description="The conversation whose recent turns to include, when memstream records"
-        " it; leave it out otherwise",
-    ),
+    str, Field(min_length=1, max_length=128, pattern=r"\S", description=_ABOUT["conversation_id"])
 ]
-TopK = Annotated[int, Field(ge=1, le=100, description="How many memories at most, best first")]
+TopK = Annotated[int, Field(ge=1, le=100, description=_ABOUT["top_k"])]
 Content = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=2000,
-        pattern=r"\S",
-        description="One self-contained fact in the third person, e.g. 'The user is vegetarian.'",
-    ),
+    str, Field(min_length=1, max_length=2000, pattern=r"\S", description=_ABOUT["content"])
 ]
-Kind = Annotated[
-    MemoryType,
-    Field(
-        description="text_mem: a fact; pref_mem: a preference; skill_mem: how to do"
-        " something; tool_mem: how to use a tool",
-    ),
-]
-About = Annotated[
-    Literal["user", "agent"],
-    Field(
-        description="user: about the user, shared by every agent; agent: this agent's own"
-        " notes about the user",
-    ),
-]
-Importance = Annotated[int, Field(ge=1, le=10, description="1 (trivia) to 10 (never forget)")]
-MemoryId = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=64,
-        description="The id of a memory, as get_context, search_memory or list_memories gave it",
-    ),
-]
+Kind = Annotated[MemoryType, Field(description=_ABOUT["memory_type"])]
+About = Annotated[Literal["user", "agent"], Field(description=_ABOUT["about"])]
+Importance = Annotated[int, Field(ge=1, le=10, description=_ABOUT["importance"])]
+MemoryId = Annotated[str, Field(min_length=1, max_length=64, description=_ABOUT["memory_id"])]
 
 
 def refusal(failure: ApiError | ServiceUnavailable) -> ToolError:
@@ -130,7 +107,7 @@ def memory_server(connect: Connect, *, log_level: str = "WARNING") -> MCPServer:
     server: MCPServer = MCPServer(
         "memstream",
         instructions=INSTRUCTIONS,
-        log_level=log_level.upper(),  # type: ignore[arg-type]
+        log_level=next((level for level in LEVELS if level == log_level.upper()), "WARNING"),
     )
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
