@@ -111,3 +111,16 @@ def test_the_contract_imports_nothing_else_of_the_client(path: Path) -> None:
     # from the source: the contract must stand without the API client and the publisher.
     ours = within(sorted(_imported(path)), "memstream", "memstream_client")
     assert ours == within(ours, "memstream_client.contract"), path
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import memstream_client.mcp.command",
+        "import memstream.cli.main",
+        "import memstream.api.app",
+    ],
+)
+def test_the_mcp_sdk_loads_on_use_only(statement: str) -> None:
+    # A second of CPU: `memstream --help` and an API that serves no /mcp request never pay it.
+    assert within(loaded_after(statement), "mcp", "mcp_types") == []
