@@ -20,7 +20,6 @@ nothing for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -169,5 +168,5 @@ class McpEndpoint:
     async def close(self) -> None:
         self._stop.set()
         if self._runner is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
+            # A server that failed to start has told the request that started it already.
+            await asyncio.gather(self._runner, return_exceptions=True)
