@@ -85,7 +85,7 @@ def test_the_client_installs_without_the_server(client_python: Path, tmp_path: P
         )
     )
     assert [m for m in loaded if m.split(".")[0] in SERVER_MODULES] == []
-    assert [m for m in loaded if m.split(".")[0] in ("aiokafka", "jsonschema")] == []
+    assert [m for m in loaded if m.split(".")[0] in ("aiokafka", "jsonschema", "httpx")] == []
 
 
 def readme_example(settings: Settings, api: str, tenant: str) -> str:
@@ -111,8 +111,9 @@ async def test_the_readme_example_runs_against_memstream(
     await ensure_topics(settings)  # the workers' to create, with their partition count
     start_worker(settings)
     tenant = unique("readme")
-    with api_process(settings) as api:
+    # A busy machine can take longer than the default 30 s to start the API.
+    with api_process(settings, timeout=120) as api:
         printed = _run(client_python, readme_example(settings, api, tenant), tmp_path, 180)
     profile, messages = printed.strip().splitlines()[-2:]
-    assert "The user is vegetarian." in profile and "The user lives in Berlin." in profile
+    assert "vegetarian" in profile and "Berlin" in profile
     assert messages == str(["I am vegetarian and I live in Berlin.", "Noted!"])

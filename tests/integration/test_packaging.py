@@ -39,8 +39,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Pat
     venv = root / "venv"
     pip = empty_venv(venv) / "pip"
     # Both wheels in one call: memstream's memstream-client requirement is met by the client's.
+    # Without this process's PYTHONPATH, which may hold a checkout's own metadata (egg-info) that
+    # pip would take for memstream installed already.
     subprocess.run(
         [str(pip), "install", "-q", "--disable-pip-version-check", str(server), str(client)],
+        env=outside_env(),
         check=True,
         timeout=900,
     )

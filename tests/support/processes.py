@@ -116,10 +116,13 @@ def run_cli(
 
 
 @contextmanager
-def api_process(settings: Settings) -> Iterator[str]:
-    """``memstream api`` as deployed: its own process on ``settings.api_port``; yields its URL."""
+def api_process(settings: Settings, timeout: float = 30.0) -> Iterator[str]:
+    """``memstream api`` as deployed: its own process on ``settings.api_port``; yields its URL
+    once ``/healthz`` answers (within ``timeout`` seconds)."""
     with tempfile.TemporaryDirectory(prefix="memstream-api-") as logs:
-        api = start_memstream("api", settings, log_path=Path(logs) / "api.log", cwd=REPO)
+        api = start_memstream(
+            "api", settings, log_path=Path(logs) / "api.log", cwd=REPO, timeout=timeout
+        )
         try:
             yield api_url(settings)
         finally:

@@ -36,8 +36,9 @@ CONTRACT = (
     "import memstream_client.contract.api, memstream_client.contract.events, "
     "memstream_client.contract.schemas"
 )
-# Loaded on use, not on import: the publisher's broker client and the schemas' validator.
-ON_USE = ("aiokafka", "kafka", "jsonschema")
+# Loaded on use, not on import: the publisher's broker client, the schemas' validator and the
+# API client's HTTP library.
+ON_USE = ("aiokafka", "kafka", "jsonschema", "httpx")
 
 
 def loaded_after(statement: str) -> list[str]:

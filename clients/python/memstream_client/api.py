@@ -5,7 +5,8 @@ Each call has a time limit; a 503 (the database or a provider is down for a mome
 connection that could not be opened are tried again with a doubling pause, at most
 ``retries`` more times, honouring ``Retry-After``. Any other error answer raises
 :class:`~memstream_client.ApiError` with the API's status, code and message; no answer at all
-raises :class:`~memstream_client.ServiceUnavailable`.
+raises :class:`~memstream_client.ServiceUnavailable`. httpx is imported when a client is made,
+not with this module: a service that only publishes never loads it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Self, TypeVar
 from urllib.parse import quote
 
-import httpx
 from pydantic import BaseModel, ValidationError
 
 from memstream_client.contract.api import (
@@ -35,6 +35,9 @@ from memstream_client.contract.api import (
 )
 from memstream_client.contract.errors import ApiError, ServiceUnavailable
 from memstream_client.retry import HttpRetry, RetryLater, retry_after
+
+if TYPE_CHECKING:
+    import httpx
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -107,6 +110,8 @@ def _settled(call: Call[M], failure: Exception) -> M | None:
     """What a call whose last try raised ``failure`` answers, or the error it raises."""
     if isinstance(failure, RetryLater) and failure.response is not None:
         return call.read(failure.response)
+    import httpx
+
     if isinstance(failure, httpx.HTTPError):
         raise _unreachable(call, failure) from failure
     raise failure
@@ -114,6 +119,8 @@ def _settled(call: Call[M], failure: Exception) -> M | None:
 
 def _refused(exc: Exception) -> bool:
     """Whether a try failed before the server had the request: worth another."""
+    import httpx
+
     return isinstance(exc, (RetryLater, httpx.ConnectError, httpx.ConnectTimeout))
 
 
@@ -280,6 +287,8 @@ class AsyncClient:
         retries: int = 3,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        import httpx
+
         self.retries = retries
         self._http = httpx.AsyncClient(
             base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport
@@ -287,6 +296,7 @@ class AsyncClient:
 
     async def send(self, call: Call[M]) -> M | None:
         """Send ``call``, trying a 503 or a refused connection again."""
+        import httpx
 
         async def attempt() -> httpx.Response:
             return _answer(await self._http.send(call.request(self._http)))
@@ -334,6 +344,8 @@ class Client:
         retries: int = 3,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        import httpx
+
         self.retries = retries
         self._http = httpx.Client(
             base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport
@@ -341,6 +353,7 @@ class Client:
 
     def send(self, call: Call[M]) -> M | None:
         """Send ``call``, trying a 503 or a refused connection again."""
+        import httpx
 
         def attempt() -> httpx.Response:
             return _answer(self._http.send(call.request(self._http)))
