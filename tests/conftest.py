@@ -22,6 +22,7 @@ from tests.fakes.mem0 import MEM0_KEY, Mem0State, mem0_app
 from tests.fakes.memos import MEMOS_KEY, MemOSState, memos_app
 from tests.support.processes import WorkerProcess
 from tests.support.settings import isolated_settings, unique
+from tests.support.topics import drop_made_topics, take_made
 
 HOW_TO_START = "start the services with `make services` (or set the MEMSTREAM_* endpoint variables)"
 
@@ -46,6 +47,17 @@ async def services() -> Settings:
     finally:
         await client.aclose()
     return base
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_module_topics(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After an integration module, drop the topics its tests' settings named (set up first
+    among the module's fixtures, so torn down after every worker they started)."""
+    yield
+    if "integration" in request.path.parts:
+        drop_made_topics(Settings())
+    else:
+        take_made()
 
 
 @pytest.fixture

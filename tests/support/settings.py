@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from memstream.settings import Settings
+from tests.support.topics import made
 
 # Small batches and few partitions: tests wait on a handful of events, not on throughput.
 TEST_DEFAULTS: dict[str, Any] = {"topic_partitions": 4, "batch_within_seconds": 0.05}
@@ -26,6 +27,7 @@ def own_settings(label: str, **overrides: Any) -> Settings:
     """Settings on the shared services with topics, consumer group, cache keys and worker port
     of their own, so that runs side by side never see each other's data."""
     tag = f"{label}-{uuid.uuid4().hex[:10]}"
+    made(tag)
     values: dict[str, Any] = {
         "app_id": tag,
         "topic_prefix": f"{tag}.",
