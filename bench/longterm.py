@@ -19,16 +19,19 @@ import asyncio
 import statistics
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from aiokafka.errors import KafkaError
 from sqlalchemy import func, make_url, select
 from sqlalchemy import text as sql
 
 from bench.embedding_server import MODEL_NAME
 from bench.embedding_server import running as embedding_server
-from bench.locomo import CATEGORIES, KS, OkapiBM25, Recall, data_path, load
+from bench.locomo import CATEGORIES, KS, OkapiBM25, Recall, Sample, data_path, load
 from bench.support import isolated_settings, log_dir, start_worker
 from memstream.broker.groups import caught_up
 from memstream.broker.topics import publish
@@ -101,9 +104,12 @@ def session_events(tenant: str, n: int) -> tuple[list[dict[str, Any]], dict[str,
 
 
 async def chain_idle(settings: Settings) -> bool:
-    for topic in CHAIN_TOPICS:
-        if not await caught_up(settings, topic):
-            return False
+    try:
+        for topic in CHAIN_TOPICS:
+            if not await caught_up(settings, topic):
+                return False
+    except KafkaError:
+        return False  # a broker busy with other jobs: asked again on the next poll
     return True
 
 
@@ -191,13 +197,46 @@ async def locomo(base: Settings) -> None:
         await locomo_pipeline(base, embeddings)
 
 
-async def locomo_pipeline(base: Settings, embeddings: str | None) -> None:
-    """The chain over LoCoMo on one worker; with ``embeddings`` (a ``/v1`` base URL) the
-    worker embeds the memories as it writes them, and search is scored lexical and hybrid."""
+@dataclass(frozen=True)
+class Subset:
+    """The first ``samples`` LoCoMo conversations, each cut to its first ``sessions`` sessions;
+    only the questions whose evidence lies in what is kept are scored."""
+
+    samples: int
+    sessions: int
+
+    def keep(self, sample: Sample) -> Sample:
+        turns = [t for t in sample.turns if session_of_turn(t.dia_id) <= self.sessions]
+        known = {t.dia_id for t in turns}
+        questions = [q for q in sample.questions if q.evidence <= known]
+        return replace(sample, turns=turns, questions=questions)
+
+
+def session_of_turn(dia_id: str) -> int:
+    """LoCoMo's ``D3:12`` is turn 12 of session 3."""
+    return int(dia_id.split(":")[0].lstrip("D"))
+
+
+async def locomo_pipeline(
+    base: Settings,
+    embeddings: str | None,
+    *,
+    subset: Subset | None = None,
+    overrides: dict[str, Any] | None = None,
+    judge: str = "rule-based judge",
+    after: Callable[[int], Awaitable[None]] | None = None,
+) -> None:
+    """The chain over LoCoMo (or a ``subset``) on one worker with ``overrides`` of its
+    settings; with ``embeddings`` (a ``/v1`` base URL) the worker embeds the memories as it
+    writes them, and search is scored lexical and hybrid. ``after(port)`` reads the worker's
+    metrics on its web port once the chain is idle."""
     import json
 
     raw_samples = json.loads(data_path().read_text(encoding="utf-8"))
     samples = load(data_path())
+    if subset is not None:
+        raw_samples = raw_samples[: subset.samples]
+        samples = [subset.keep(sample) for sample in samples[: subset.samples]]
     tenant = f"locomo-{uuid.uuid4().hex[:8]}"
     vectors = (
         {"embedding_base_url": embeddings, "embedding_model": MODEL_NAME} if embeddings else {}
@@ -208,7 +247,11 @@ async def locomo_pipeline(base: Settings, embeddings: str | None) -> None:
     database_url = database.render_as_string(hide_password=False)
     await migrate(database_url)
     settings = isolated_settings(
-        worker_web_port=free_port(), log_level="WARNING", database_url=database_url, **vectors
+        worker_web_port=free_port(),
+        log_level="WARNING",
+        database_url=database_url,
+        **vectors,
+        **(overrides or {}),
     )
     engine = create_engine(database_url)
     worker = start_worker(settings, log_dir("longterm"))
@@ -221,7 +264,7 @@ async def locomo_pipeline(base: Settings, embeddings: str | None) -> None:
             sessions = sorted(
                 (k for k in conversation if k.startswith("session_") and k[8:].isdigit()),
                 key=lambda k: int(k[8:]),
-            )
+            )[: subset.sessions if subset else None]
             for key in sessions:
                 conv = f"{sample_id}-{key}"
                 when = conversation.get(f"{key}_date_time", "1:00 pm on 1 January, 2023")
@@ -260,7 +303,14 @@ async def locomo_pipeline(base: Settings, embeddings: str | None) -> None:
         await eventually(stored, within=300, what="LoCoMo turns stored")
         await publish(settings, "session-ended", ends)
         await asyncio.sleep(5)
-        await eventually(lambda: chain_idle(settings), within=900, what="chain idle")
+        began = time.perf_counter()
+        await eventually(lambda: chain_idle(settings), within=7200, what="chain idle")
+        print(
+            f"LoCoMo, {len(ends)} sessions ({judge}): the chain was idle "
+            f"{time.perf_counter() - began:.0f} s after the last session ended"
+        )
+        if after is not None:
+            await after(settings.worker_web_port)
 
         embedder = EmbeddingClient.from_settings(settings)
         if embedder is not None:
@@ -270,7 +320,7 @@ async def locomo_pipeline(base: Settings, embeddings: str | None) -> None:
             )
             waited = time.perf_counter() - began
             print(f"(memories all embedded by the worker {waited:.0f} s after the chain was idle)")
-        await report_pipeline(engine, tenant, samples, embedder)
+        await report_pipeline(engine, tenant, samples, embedder, judge)
     finally:
         worker.stop(timeout=30)
         async with engine.begin() as conn:
@@ -291,7 +341,11 @@ async def all_embedded(engine: Any, tenant: str) -> bool:
 
 
 async def report_pipeline(
-    engine: Any, tenant: str, samples: list[Any], embedder: EmbeddingClient | None = None
+    engine: Any,
+    tenant: str,
+    samples: list[Any],
+    embedder: EmbeddingClient | None = None,
+    judge: str = "rule-based judge",
 ) -> None:
     """Recall of the evidence through what the chain kept, at the load path's relativity
     threshold and without one (and hybrid, with ``embedder``), next to BM25 over every raw
@@ -342,7 +396,7 @@ async def report_pipeline(
                 returned_tokens[label] += sum(count_tokens(text) for _, text in found)
     turns = sum(len(s.turns) for s in samples)
     print(
-        f"LoCoMo dev through the pipeline (rule-based judge): {turns} turns -> "
+        f"LoCoMo dev through the pipeline ({judge}): {turns} turns, {questions} questions -> "
         f"{stored_items} memories ({episodes} episodes), {stored_tokens:,} tokens stored"
     )
     header = "  " + f"{'':34s}" + "".join(f"{'@' + str(k):>8s}" for k in KS)

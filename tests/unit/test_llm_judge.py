@@ -310,3 +310,35 @@ async def test_a_clean_answer_is_counted_clean(judge: tuple[Judge, Script]) -> N
     before = flaw_counts()
     await j.judge(SESSION, agent_id=None)
     assert grown(before, flaw_counts()) == {"unknown_id": 1, "repaired": 1}
+
+
+# What SmolLM2-135M-Instruct answered the judge's prompt for a four-message session (all new:
+# e1 and e3 the user's, e2 and e4 "Noted."), served by llama.cpp in JSON mode.
+SMOLLM2_ANSWER = (
+    '{"memories": [{"content": "The user lives in Lisbon.", "category": "personal_fact", '
+    '"memory_type": "text_mem"}, {"content": "I am allergic to peanuts. I\'m not allowed to eat '
+    'them.", "category": "instruction", "source_event_ids": ["e2"], "scope": "user"}]}\n'
+)
+
+
+async def test_the_small_models_answer_is_used_with_its_gaps_filled(
+    judge: tuple[Judge, Script],
+) -> None:
+    j, script = judge
+    script.replies.append(Reply(SMOLLM2_ANSWER))
+    session = [
+        SessionMessage("e1", "user", "I live in Lisbon with my partner.", True, NOW),
+        SessionMessage("e2", "assistant", "Noted.", True, NOW),
+        SessionMessage("e3", "user", "I am allergic to peanuts.", True, NOW),
+        SessionMessage("e4", "assistant", "Noted.", True, NOW),
+    ]
+    before = flaw_counts()
+    result = await j.judge(session, agent_id="a1")
+    assert result.method == "llm"
+    assert [(c.content, c.category, c.scope, c.importance) for c in result.candidates] == [
+        ("The user lives in Lisbon.", "personal_fact", "user", 8),
+        ("I am allergic to peanuts. I'm not allowed to eat them.", "instruction", "user", 9),
+    ]
+    assert result.candidates[0].source_event_ids == ("e1", "e2", "e3", "e4")
+    # Missing fields take their defaults: a gap, not a flaw.
+    assert grown(before, flaw_counts()) == {"clean": 1}
