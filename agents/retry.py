@@ -103,8 +103,9 @@ class Redelivery:
                 self.waiting[tp] = pending.not_before
                 break
             send = partial(
-                shared.send_durably, target, pending.key, pending.value, pending.failing.headers()
-            )
+                shared.send_durably, target, pending.key, pending.value,
+                pending.failing.headers(), pending.timestamp,
+            )  # fmt: skip
             await retry_forever(STAGE, "send", send, transient=(Exception,))
             metrics.RECORDS.labels(STAGE, "finished").inc()
             handled = record.offset + 1

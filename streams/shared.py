@@ -69,6 +69,8 @@ async def send_durably(
     key: bytes | None,
     value: bytes | None,
     headers: list[tuple[str, bytes]] | None = None,
+    timestamp: float | None = None,
 ) -> None:
-    """Send and wait for the broker's acknowledgement, so the input may be acknowledged."""
-    await (await topic.send(key=key, value=value, headers=headers))
+    """Send and wait for the broker's acknowledgement, so the input may be acknowledged;
+    ``timestamp`` (seconds) is the record's Kafka time, now when None."""
+    await (await topic.send(key=key, value=value, headers=headers, timestamp=timestamp))

@@ -99,6 +99,9 @@ class RetryRecord:
     failing: Failing
     not_before: float
     error: str
+    # The source record's Kafka time, which it goes back with: a stage that orders by it (the
+    # session stage, by when a session ended) sees the same time on every try.
+    timestamp: float | None = None
 
     def due(self, now: float) -> bool:
         """Whether the record may go back to its stage at ``now`` (epoch seconds)."""
@@ -115,6 +118,7 @@ class RetryRecord:
                 "since": self.failing.since,
                 "not_before": self.not_before,
                 "error": self.error,
+                "timestamp": self.timestamp,
             }
         )
 
@@ -132,6 +136,7 @@ class RetryRecord:
                 failing=Failing(int(fields["attempts"]), float(fields["since"])),
                 not_before=float(fields["not_before"]),
                 error=_str(fields["error"]),
+                timestamp=_time(fields.get("timestamp")),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, binascii.Error) as exc:
             raise ValueError(f"not a retry record: {exc!r}") from None
@@ -150,14 +155,16 @@ def next_try(
     policy: RetryPolicy,
     *,
     now: float,
+    timestamp: float | None = None,
 ) -> RetryRecord | None:
     """The retry after a failed try (``before``: the record's retry state, None on its first
-    try), or None once it has been failing for the policy's horizon."""
+    try), or None once it has been failing for the policy's horizon; ``timestamp`` is the
+    record's Kafka time, kept for when it goes back."""
     failing = Failing(before.attempts + 1, before.since) if before else Failing(1, now)
     if now - failing.since >= policy.horizon:
         return None
     delay = policy.delay(policy.tier_of(failing.attempts))
-    return RetryRecord(stage, topic, key, value, failing, now + delay, error[:500])
+    return RetryRecord(stage, topic, key, value, failing, now + delay, error[:500], timestamp)
 
 
 def _b64(raw: bytes | None) -> str | None:
@@ -168,6 +175,14 @@ def _unb64(text: Any) -> bytes | None:
     if text is None:
         return None
     return base64.b64decode(_str(text), validate=True)
+
+
+def _time(value: Any) -> float | None:
+    # Kafka's "no time" is -1; records written before times were kept have none.
+    if value is None or isinstance(value, bool):
+        return None
+    seconds = float(value)
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _str(value: Any) -> str:

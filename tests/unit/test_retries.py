@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from aiokafka.errors import KafkaConnectionError, RecordTooLargeError
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
@@ -80,6 +81,20 @@ def test_next_try_counts_attempts_and_keeps_the_first_failure() -> None:
     assert next_try("persist", "t", None, None, None, "e", RetryPolicy(horizon=0), now=1) is None
     long = next_try("s", "t", None, None, None, "x" * 900, policy, now=1)
     assert long is not None and len(long.error) == 500
+
+
+def test_a_retry_goes_back_with_the_kafka_time_of_its_first_record() -> None:
+    # The session stage orders a user's sessions by it: a retried session end keeps its place.
+    policy = RetryPolicy(base=1, cap=8, horizon=100)
+    first = next_try(
+        "session", "p.session-ended", b"c", b"v", None, "e", policy, now=50, timestamp=42.5
+    )
+    assert first is not None and first.timestamp == 42.5
+    assert RetryRecord.decode(first.encode()).timestamp == 42.5
+    older = orjson.loads(first.encode())
+    del older["timestamp"]  # a record written before the time was kept
+    assert RetryRecord.decode(orjson.dumps(older)).timestamp is None
+    assert RetryRecord.decode(orjson.dumps({**older, "timestamp": -1})).timestamp is None
 
 
 @pytest.mark.parametrize("key", [None, b"c1", b"\xff\x00"])
