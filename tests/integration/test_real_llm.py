@@ -21,7 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.groups import caught_up
 from memstream.broker.topics import publish
-from memstream.longterm.judge.candidates import CATEGORIES, SCOPES
 from memstream.memory import MEMORY_TYPES
 from memstream.settings import Settings
 from memstream.store.schema import conversation_summary, long_term_memory
@@ -155,8 +154,8 @@ async def check_memories(tenant: str, engine: AsyncEngine) -> None:
         assert row["content"].strip() and len(row["content"]) <= 200, row
         assert 1 <= row["importance"] <= 10, row
         assert row["memory_type"] in MEMORY_TYPES, row
-        assert row["kind"] == "episode" or row["category"] in CATEGORIES, row
-        assert row["scope"] in SCOPES, row
+        assert row["kind"] in ("fact", "episode"), row
+        assert row["source_event_ids"], row
 
 
 async def check_counts(port: int, sessions: int) -> None:
