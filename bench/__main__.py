@@ -5,7 +5,17 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from bench import clientimport, coldsearch, ingest, loadpath, locomo, longterm, longterm_llm, regex
+from bench import (
+    clientimport,
+    coldsearch,
+    ingest,
+    loadpath,
+    locomo,
+    locomo_api,
+    longterm,
+    longterm_llm,
+    regex,
+)
 from bench.loadpath import platform
 
 BENCHMARKS = {
@@ -14,6 +24,7 @@ BENCHMARKS = {
     "ingest": ingest.main,
     "loadpath": loadpath.main,
     "locomo": locomo.main,
+    "locomo-api": locomo_api.main,
     "longterm": longterm.main,
     "longterm-locomo": longterm.locomo_only,
     "longterm-llm": longterm_llm.main,

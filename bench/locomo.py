@@ -233,14 +233,14 @@ class MemoClient(EmbeddingClient):
 Results = dict[str, dict[str, Recall]]  # label -> sample id ("" for all) -> recall
 
 
-async def store_turns(engine: AsyncEngine, samples: list[Sample]) -> int:
+async def store_turns(engine: AsyncEngine, samples: list[Sample], tenant: str = TENANT) -> int:
     """Every turn as one memory of its conversation's user; answers the tokens stored."""
     stored_tokens = 0
     writer = MySQLProvider(engine)
     for sample in samples:
         memories = [
             NewMemory(
-                tenant_id=TENANT,
+                tenant_id=tenant,
                 user_id=sample.sample_id,
                 agent_id=None,
                 cube_id=USER_PROFILE,
@@ -538,12 +538,19 @@ def _cycle(values: Sequence[str], n: int) -> Iterable[str]:
         yield values[i % len(values)]
 
 
-async def main() -> None:
+def dev_split() -> list[Sample] | None:
+    """The LoCoMo samples, or None (said) when the data file is not there."""
     path = data_path()
     if not path.is_file():
         print(f"LoCoMo data not found at {path}; set MEMSTREAM_LOCOMO_PATH")
+        return None
+    return load(path)
+
+
+async def main() -> None:
+    samples = dev_split()
+    if samples is None:
         return
-    samples = load(path)
     with ExitStack() as stack:
         embeddings: str | None = None
         try:

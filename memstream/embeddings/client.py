@@ -46,6 +46,9 @@ Vectors = npt.NDArray[np.float32]
 class EmbeddingClient:
     """Embeddings from ``{base_url}/embeddings`` (``base_url`` like ``http://host:port/v1``)."""
 
+    MAX_CONNECTIONS = 8
+    """Requests one client has in flight at most; more wait for a connection."""
+
     def __init__(
         self,
         base_url: str,
@@ -84,7 +87,7 @@ class EmbeddingClient:
         self._client = httpx.AsyncClient(
             headers=headers,
             timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
+            limits=httpx.Limits(max_connections=self.MAX_CONNECTIONS, max_keepalive_connections=4),
             transport=transport,
         )
 

@@ -94,6 +94,9 @@ class MySQLProvider:
         self.fusion: Literal["rrf", "weighted"] = fusion
         self.rrf_k = rrf_k
         self._embeddings_retry_at = 0.0  # monotonic time before which queries are not embedded
+        # Query embeddings a search stopped waiting for, left to finish: how they end tells
+        # a slow endpoint (a late answer) from one that is down (an error, or none at all).
+        self._late: set[asyncio.Task[npt.NDArray[np.float32]]] = set()
 
     # --- writes --------------------------------------------------------------------------
 
@@ -234,7 +237,7 @@ class MySQLProvider:
                 return found
             return await self._search_hybrid(tenant_id, user_id, terms, cubes, top_k, embedding)
         finally:
-            if embedding is not None:
+            if embedding is not None and embedding[0] not in self._late:
                 embedding[0].cancel()
 
     async def _postings(
@@ -353,23 +356,46 @@ class MySQLProvider:
     async def _query_vector(
         self, embedding: tuple[asyncio.Task[npt.NDArray[np.float32]], float]
     ) -> npt.NDArray[np.float32] | None:
+        """The query vector, or None (the search answers lexically) when it is not there by
+        the deadline. Only a failure leaves the endpoint alone for a while: an embedding that
+        is merely late runs on, and the endpoint is left alone once it fails or once more
+        late ones are outstanding than the client has connections."""
         task, deadline = embedding
         try:
             async with asyncio.timeout_at(deadline):
-                return await task
-        except Exception as exc:  # whatever went wrong, the search answers lexically
-            self._embeddings_retry_at = time.monotonic() + self.embedding_retry_seconds
-            detail = "no answer in time" if isinstance(exc, TimeoutError) else repr(exc)
-            log.warning("query embedding failed (%s); searching lexically", detail)
-            PROVIDER_FAILURES.labels(self.name, "embed_query").inc()
-            degraded.note("embeddings")
+                return await asyncio.shield(task)
+        except TimeoutError:
+            self._late.add(task)
+            task.add_done_callback(self._late_done)
+            if len(self._late) > EmbeddingClient.MAX_CONNECTIONS:
+                self._leave_endpoint_alone()
+            self._fell_back("no answer in time")
             return None
+        except Exception as exc:  # whatever went wrong, the search answers lexically
+            self._leave_endpoint_alone()
+            self._fell_back(repr(exc))
+            return None
+
+    def _late_done(self, task: asyncio.Task[npt.NDArray[np.float32]]) -> None:
+        self._late.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._leave_endpoint_alone()
+
+    def _leave_endpoint_alone(self) -> None:
+        self._embeddings_retry_at = time.monotonic() + self.embedding_retry_seconds
+
+    def _fell_back(self, detail: str) -> None:
+        log.warning("query embedding failed (%s); searching lexically", detail)
+        PROVIDER_FAILURES.labels(self.name, "embed_query").inc()
+        degraded.note("embeddings")
 
     def clear_cache(self) -> None:
         self._recent.clear()
 
     async def aclose(self) -> None:
-        """Close the embeddings client's connections."""
+        """Stop the late query embeddings and close the embeddings client's connections."""
+        for task in list(self._late):
+            task.cancel()
         if self.embedder is not None:
             await self.embedder.aclose()
 
