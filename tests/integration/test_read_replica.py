@@ -88,6 +88,21 @@ def unwatched_settings(**overrides: Any) -> Settings:
     return replica_settings(database_read_lag_check_seconds=0, **overrides)
 
 
+# Tables whose rows a write numbers itself: the outbox of memory changes, and messages.
+AUTO_NUMBERED = ("memory_change", "conversation_message")
+# Far past any number the primary hands out while the suite runs.
+REPLICA_ONLY_NUMBERS = 10**15
+
+
+async def out_of_the_primarys_way(replica: AsyncEngine) -> None:
+    """Number the replica's own rows far above the primary's: a replica-only row that took the
+    next number would collide with the primary's next row of that table and stop replication
+    (a duplicate key on the replica's SQL thread) for every later test."""
+    async with replica.begin() as conn:
+        for table in AUTO_NUMBERED:
+            await conn.execute(text(f"ALTER TABLE {table} AUTO_INCREMENT = {REPLICA_ONLY_NUMBERS}"))
+
+
 def memory(tenant: str, user: str, content: str) -> NewMemory:
     return NewMemory(tenant, user, "a1", "user_profile", "text_mem", content, 6, ("e1",))
 
@@ -118,6 +133,7 @@ async def test_reads_come_from_the_replica(
 ) -> None:
     # Rows written on the replica alone (the primary never has them): whatever answers with
     # them read the replica.
+    await out_of_the_primarys_way(replica)
     await MySQLProvider(replica).add([memory(tenant, "u1", "The user keeps bees")])
     await MessageStore(replica).insert_many(chat(tenant, "c1", alternating(4)))
     try:
@@ -141,7 +157,7 @@ async def test_reads_come_from_the_replica(
         assert await MessageStore(engine).count(tenant) == 0
     finally:
         async with replica.begin() as conn:
-            for table in ("long_term_memory", "conversation_message"):
+            for table in ("long_term_memory", "conversation_message", *AUTO_NUMBERED):
                 await conn.execute(text(f"DELETE FROM {table} WHERE tenant_id = :t"), {"t": tenant})
 
 
