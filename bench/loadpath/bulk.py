@@ -28,8 +28,8 @@ from typing import Any
 import pymysql
 from sqlalchemy.engine import make_url
 
-from bench.loadpath.data import AGENTS, MEMORY_TEMPLATES, agent_of, fill
-from memstream.memory import USER_PROFILE, MemoryType, NewMemory, agent_cube
+from bench.loadpath.data import AGENTS, memories
+from memstream.memory import NewMemory
 from memstream.providers.builtin import postings, sql
 from memstream.retrieval import document_terms
 from memstream.store.database import ensure_database, migrate
@@ -71,27 +71,8 @@ def bench_url(primary_url: str) -> str:
 
 def user_memories(tenant: str, u: int) -> list[NewMemory]:
     """``PER_USER`` distinct memories of user ``u``, the same on every run."""
-    rng = random.Random(u)
     per_agent = round(PER_USER * (1 - PROFILE_SHARE) / AGENTS)
-    cubes: list[tuple[str, str | None, int]] = [(USER_PROFILE, None, PER_USER - AGENTS * per_agent)]
-    cubes += [
-        (agent_cube(agent_of(a, long_term=True)), agent_of(a, long_term=True), per_agent)
-        for a in range(AGENTS)
-    ]
-    out = []
-    for cube, agent, count in cubes:
-        seen: set[str] = set()
-        while len(seen) < count:
-            memory_type: MemoryType = rng.choice(("pref_mem", "text_mem", "text_mem"))
-            content = fill(rng.choice(MEMORY_TEMPLATES[memory_type]), rng)
-            if content not in seen:
-                seen.add(content)
-                out.append(
-                    NewMemory(
-                        tenant, user_id(u), agent, cube, memory_type, content, rng.randint(3, 8)
-                    )
-                )
-    return out
+    return memories(tenant, user_id(u), random.Random(u), PER_USER, PER_USER - AGENTS * per_agent)
 
 
 def _field(value: Any) -> str:

@@ -224,10 +224,17 @@ def conversation(
     return out
 
 
-def memories(tenant: str, user: str, rng: random.Random) -> list[NewMemory]:
-    """1,000 distinct memories of one user: the profile, then each agent's cube."""
-    cubes: list[tuple[str, str | None, int]] = [(USER_PROFILE, None, PROFILE_MEMORIES)]
-    per_agent = (MEMORIES - PROFILE_MEMORIES) // AGENTS
+def memories(
+    tenant: str,
+    user: str,
+    rng: random.Random,
+    total: int = MEMORIES,
+    profile: int = PROFILE_MEMORIES,
+) -> list[NewMemory]:
+    """``total`` distinct memories of one user (1,000 unless told): ``profile`` of them in the
+    profile, the rest shared evenly by each agent's cube."""
+    cubes: list[tuple[str, str | None, int]] = [(USER_PROFILE, None, profile)]
+    per_agent = (total - profile) // AGENTS
     cubes += [
         (agent_cube(agent_of(a, long_term=True)), agent_of(a, long_term=True), per_agent)
         for a in range(AGENTS)
