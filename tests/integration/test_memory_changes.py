@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -24,7 +25,7 @@ from memstream.settings import Settings
 from memstream.store.schema import memory_change, memory_link
 from memstream_client.contract.schemas import validator
 from tests.support.api import client_for
-from tests.support.kafka import message, read_topic
+from tests.support.kafka import chain_idle, message, read_topic
 from tests.support.settings import isolated_settings
 from tests.support.waiting import eventually
 
@@ -170,8 +171,11 @@ async def test_doubled_and_replayed_session_ends_publish_no_new_change_ids(
     worker.stop()
     await replay(settings, "session-ended", None)
     start_worker(settings)
-    await eventually(lambda: caught_up(settings, "session-ended"), within=90, what="replayed")
-    await asyncio.sleep(2)  # what the replay would have changed has had its time to go out
+    # Every stage has handled what the replay sent it, and the outbox holds nothing unsent.
+    await eventually(lambda: chain_idle(settings), within=90, what="the replay through the chain")
+    await eventually(
+        lambda: _none_pending(engine, settings, tenant), within=30, what="the outbox relayed"
+    )
     again = await changes_of(settings, tenant)
     assert {c["change_id"] for c in again} == {c["change_id"] for c in first}
 
@@ -304,11 +308,20 @@ async def test_the_operator_command_prints_the_stream_and_follows_it(
         assert await show(settings, Filter(tenant, "u1"), out=printed.append) == 1
         assert "added" in printed[0] and f"{tenant}/u1" in printed[0] and "sails" in printed[0]
 
+        # Followed from a time after the two additions went out: the follower cannot miss the
+        # next change, however long it takes to start.
+        after = datetime.now(UTC)
         followed: list[str] = []
         following = asyncio.create_task(
-            show(settings, Filter(tenant), follow=True, as_json=True, out=followed.append)
+            show(
+                settings,
+                Filter(tenant),
+                follow=True,
+                since=after,
+                as_json=True,
+                out=followed.append,
+            )
         )
-        await asyncio.sleep(3)  # the follower is positioned at the end before the next change
         await api.post("/v1/memories", json=body("u2", "The user swims."))
 
         async def seen() -> bool:

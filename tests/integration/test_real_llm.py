@@ -19,12 +19,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.broker.groups import caught_up
 from memstream.broker.topics import publish
 from memstream.memory import MEMORY_TYPES
 from memstream.settings import Settings
 from memstream.store.schema import conversation_summary, long_term_memory
-from tests.support.kafka import message, session_end
+from tests.support.kafka import chain_idle, message, session_end
 from tests.support.llm import MODEL_NAME, llm_server
 from tests.support.processes import WorkerProcess, worker_metric
 from tests.support.settings import free_port, isolated_settings
@@ -129,13 +128,7 @@ async def run_sessions(settings: Settings, tenant: str, engine: AsyncEngine, por
 
     await eventually(summarised, within=600, what="the conversation summarised")
 
-    async def idle() -> bool:
-        for topic in ("session-ended", "lt-judge", "lt-dedupe", "lt-conflict", "lt-persist"):
-            if not await caught_up(settings, topic):
-                return False
-        return True
-
-    await eventually(idle, within=900, what="the long-term chain idle")
+    await eventually(lambda: chain_idle(settings), within=900, what="the long-term chain idle")
     await check_memories(tenant, engine)
     await check_counts(port, ended)
 

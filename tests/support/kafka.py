@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from memstream.broker import offsets
 from memstream.broker.clients import admin_client, group_less_consumer, stop_consumer
+from memstream.broker.groups import caught_up
 from memstream.broker.topics import partitions, partitions_of
 from memstream.roles import ROLES, group_id
 from memstream.settings import Settings
@@ -87,3 +88,14 @@ def message(tenant: str, conversation: str, n: int, **fields: Any) -> dict[str, 
     }
     event.update(fields)
     return event
+
+
+LONG_TERM_CHAIN = ("session-ended", "lt-judge", "lt-dedupe", "lt-conflict", "lt-persist")
+
+
+async def chain_idle(settings: Settings) -> bool:
+    """Whether the long-term chain's group has committed every record of each of its topics."""
+    for topic in LONG_TERM_CHAIN:
+        if not await caught_up(settings, topic):
+            return False
+    return True
