@@ -260,7 +260,11 @@ async def test_bad_requests_get_a_4xx_with_a_message(api, method, url, body):
 
 
 async def test_database_down_degrades_the_load_path(services, tenant, store, redis_client):
-    proxy, settings = await proxied_database(services)
+    # A refused database fails at once; the limits are long so that a stall of the test
+    # process's loop (a long collection late in the suite) cannot pass for the outage.
+    proxy, settings = await proxied_database(
+        services, short_term_timeout_seconds=5.0, long_term_timeout_seconds=5.0
+    )
     messages = chat(tenant, "c5", alternating(4))
     await store.insert_many(messages)
     await RedisCache(redis_client, prefix=settings.cache_prefix).warm({(tenant, "c5"): messages})

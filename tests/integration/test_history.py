@@ -54,7 +54,13 @@ async def test_messages_reach_the_record_and_the_cache(
     untimed = await store.recent(tenant, "conv-untimed", 1)
     assert untimed[0].created_at.year >= 2026  # the Kafka record time stands in
 
+    # The record is written first and the cache after it, so the cache may trail the count.
     cache = cache_for(settings, redis_client)
+
+    async def cached_all() -> bool:
+        return await redis_client.zcard(cache.key(tenant, "conv-2")) == 40
+
+    await eventually(cached_all, what="conv-2 in the cache")
     cached = await cache.recent(tenant, "conv-2", 10)
     assert cached is not None
     assert [m.content for m in cached] == [f"message number {n} of conv-2" for n in range(30, 40)]
