@@ -16,13 +16,14 @@ from bench import (
     longterm_llm,
     regex,
 )
-from bench.loadpath import platform
+from bench.loadpath import cpu, platform
 
 BENCHMARKS = {
     "clientimport": clientimport.main,
     "coldsearch": coldsearch.main,
     "ingest": ingest.main,
     "loadpath": loadpath.main,
+    "loadcpu": cpu.main,
     "locomo": locomo.main,
     "locomo-api": locomo_api.main,
     "longterm": longterm.main,

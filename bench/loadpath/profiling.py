@@ -15,13 +15,18 @@ from bench.loadpath.servers import Server
 from bench.support import REPO, print_top
 
 
-def profiler(server: Server) -> subprocess.Popen[bytes] | None:
-    """py-spy sampling the server for the measured window, when ``BENCH_PROFILE`` asks."""
+def profiler(server: Server, seconds: int = OPEN_SECONDS) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling the server for the measured window, when ``BENCH_PROFILE`` asks
+    (``BENCH_PY_SPY``: the py-spy to run, when it is not on the path nor in this venv)."""
     path = os.environ.get("BENCH_PROFILE")
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    spy = (
+        os.environ.get("BENCH_PY_SPY")
+        or shutil.which("py-spy")
+        or str(Path(sys.executable).with_name("py-spy"))
+    )
     if not path or not Path(spy).exists():
         return None
-    argv = [spy, "record", "--pid", str(server.pid), "--duration", str(OPEN_SECONDS)]
+    argv = [spy, "record", "--pid", str(server.pid), "--duration", str(seconds)]
     argv += ["--rate", "250", "--format", "raw", "--output", path, "--nonblocking"]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import Counter as Metric
-from sqlalchemy import Insert, String, case, cast, delete, func, select, update
+from sqlalchemy import (
+    Insert,
+    ScalarSelect,
+    String,
+    bindparam,
+    case,
+    cast,
+    delete,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -108,38 +119,15 @@ async def read(
     out = Postings()
     if not wanted_words:
         return out  # nothing can match: phrases only add to a word match
-    live_count = (
-        select(func.count())
-        .select_from(t)
-        .where(t.c.tenant_id == tenant_id, t.c.user_id == user_id, t.c.deleted_at.is_(None))
-        .scalar_subquery()
+    params = {
+        "tenant_id": tenant_id,
+        "user_id": user_id,
+        "terms": sorted(wanted_words | wanted_pairs),
+        "budget": budget,
+    }
+    rows = sorted(
+        (await conn.execute(_POSTINGS, params)).all(), key=lambda row: (int(row[2]), row[0])
     )
-    scope = _scope(tenant_id, user_id, wanted_words | wanted_pairs)
-    joined = p.join(t, t.c.id == p.c.memory_id)
-    # One row per term, its postings joined in one string: the driver decodes a thousand
-    # rows in milliseconds, one string in well under one (a common word posts thousands).
-    posting = (
-        p.c.memory_id
-        + _FIELD
-        + cast(p.c.tf, String)
-        + _FIELD
-        + cast(t.c.term_count, String)
-        + _FIELD
-        + t.c.cube_id
-    )
-    query = (
-        select(
-            p.c.term,
-            p.c.field,
-            func.count(),
-            case((func.count() <= budget, func.aggregate_strings(posting, _RECORD)), else_=None),
-            live_count,
-        )
-        .select_from(joined)
-        .where(*scope)
-        .group_by(p.c.term, p.c.field)
-    )
-    rows = sorted((await conn.execute(query)).all(), key=lambda row: (int(row[2]), row[0]))
     kept: list[tuple[str, int, int, str]] = []
     for term, field_, count, joined_postings, n_docs in rows:
         out.n_docs = int(n_docs)
@@ -156,7 +144,7 @@ async def read(
             # posting each.
             words_kept = {term for term, field_, *_ in kept if field_ == WORD}
             pairs_kept = {term for term, field_, *_ in kept if field_ == PHRASE}
-            exact = await _read_rows(conn, tenant_id, user_id, live_count, words_kept, pairs_kept)
+            exact = await _read_rows(conn, tenant_id, user_id, words_kept, pairs_kept)
             exact.n_docs, exact.unread, exact.count = out.n_docs, out.unread, out.count
             return exact
         for memory_id, tf, length, cube in records:
@@ -167,16 +155,64 @@ async def read(
 _FIELD, _RECORD = "\x1f", "\x1e"  # ASCII unit and record separators
 
 
-def _scope(tenant_id: str, user_id: str, terms: set[str]) -> tuple[Any, ...]:
-    """The postings of ``terms`` of the user's live, indexed memories."""
+def _live_count() -> ScalarSelect[Any]:
+    """The user's live memory count (N of the idf), for ``tenant_id`` and ``user_id``."""
     return (
-        p.c.tenant_id == tenant_id,
-        p.c.user_id == user_id,
-        p.c.term.in_(sorted(terms)),
-        t.c.tenant_id == tenant_id,
-        t.c.deleted_at.is_(None),
-        t.c.term_count.is_not(None),
+        select(func.count())
+        .select_from(t)
+        .where(
+            t.c.tenant_id == bindparam("tenant_id"),
+            t.c.user_id == bindparam("user_id"),
+            t.c.deleted_at.is_(None),
+        )
+        .scalar_subquery()
     )
+
+
+# The postings of the terms ``terms`` of the user's live, indexed memories.
+_SCOPE = (
+    p.c.tenant_id == bindparam("tenant_id"),
+    p.c.user_id == bindparam("user_id"),
+    p.c.term.in_(bindparam("terms", expanding=True)),
+    t.c.tenant_id == bindparam("tenant_id"),
+    t.c.deleted_at.is_(None),
+    t.c.term_count.is_not(None),
+)
+_JOINED = p.join(t, t.c.id == p.c.memory_id)
+
+# One row per term, its postings joined in one string: the driver decodes a thousand rows in
+# milliseconds, one string in well under one (a common word posts thousands). Built once with
+# bound parameters: constructing the statement and its cache key cost more CPU per search
+# than the driver's work (the compiled form is the engine's, cached by that key).
+_POSTING = (
+    p.c.memory_id
+    + _FIELD
+    + cast(p.c.tf, String)
+    + _FIELD
+    + cast(t.c.term_count, String)
+    + _FIELD
+    + t.c.cube_id
+)
+_POSTINGS = (
+    select(
+        p.c.term,
+        p.c.field,
+        func.count(),
+        case(
+            (func.count() <= bindparam("budget"), func.aggregate_strings(_POSTING, _RECORD)),
+            else_=None,
+        ),
+        _live_count(),
+    )
+    .select_from(_JOINED)
+    .where(*_SCOPE)
+    .group_by(p.c.term, p.c.field)
+)
+_POSTING_ROWS = (
+    select(p.c.memory_id, p.c.term, p.c.field, p.c.tf, t.c.term_count, t.c.cube_id, _live_count())
+    .select_from(_JOINED)
+    .where(*_SCOPE)
+)
 
 
 def _add(
@@ -202,23 +238,14 @@ def _add(
 
 
 async def _read_rows(
-    conn: AsyncConnection,
-    tenant_id: str,
-    user_id: str,
-    live_count: Any,
-    words: set[str],
-    pairs: set[str],
+    conn: AsyncConnection, tenant_id: str, user_id: str, words: set[str], pairs: set[str]
 ) -> Postings:
     """``read`` one posting per row (the slow, always exact form)."""
     out = Postings()
-    joined = p.join(t, t.c.id == p.c.memory_id)
-    scope = _scope(tenant_id, user_id, words | pairs)
-    query = (
-        select(p.c.memory_id, p.c.term, p.c.field, p.c.tf, t.c.term_count, t.c.cube_id, live_count)
-        .select_from(joined)
-        .where(*scope)
-    )
-    for memory_id, term, field_, tf, length, cube, n_docs in (await conn.execute(query)).all():
+    params = {"tenant_id": tenant_id, "user_id": user_id, "terms": sorted(words | pairs)}
+    for memory_id, term, field_, tf, length, cube, n_docs in (
+        await conn.execute(_POSTING_ROWS, params)
+    ).all():
         out.n_docs = int(n_docs)
         _add(out, words, pairs, term, field_, memory_id, tf, length, cube)
     return out

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.changes.model import API, FORGET, Cause, added, removed
 from memstream.changes.outbox import ChangeOutbox
@@ -247,29 +247,38 @@ class MySQLProvider:
         if not terms:
             return postings.Postings()
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            return await postings.read(
-                conn, tenant_id, user_id, terms, phrases(terms), budget=self.postings_budget
-            )
+            return await self._read_postings(conn, tenant_id, user_id, terms)
+
+    async def _read_postings(
+        self, conn: AsyncConnection, tenant_id: str, user_id: str, terms: Sequence[str]
+    ) -> postings.Postings:
+        return await postings.read(
+            conn, tenant_id, user_id, terms, phrases(terms), budget=self.postings_budget
+        )
 
     async def _search_lexical(
         self, tenant_id: str, user_id: str, terms: Sequence[str], cubes: Sequence[str], top_k: int
     ) -> list[MemoryItem]:
         """BM25 over the stored postings of the query's terms: no per-user warm-up, and only
         live memories are ever scored (docs/design/builtin-store.md)."""
-        found = await self._postings(tenant_id, user_id, terms)
-        if not found.count and not found.unread:
+        if not terms:
             return []
+        # One connection for both statements: a checkout costs a rollback round trip on return.
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            found = await self._read_postings(conn, tenant_id, user_id, terms)
+            if not found.count and not found.unread:
+                return []
 
-        def rank() -> dict[str, list[tuple[float, str]]]:
-            scores = _relevance(terms, found)
-            return lexical_pools(scores, found.cubes.__getitem__, cubes, top_k, self.relativity)
+            def rank() -> dict[str, list[tuple[float, str]]]:
+                scores = _relevance(terms, found)
+                return lexical_pools(scores, found.cubes.__getitem__, cubes, top_k, self.relativity)
 
-        # ``found`` belongs to this call alone: a thread can score it while the loop runs.
-        pools = await asyncio.to_thread(rank) if found.count > INLINE_WORK else rank()
-        ids = sorted({doc_id for pool in pools.values() for _, doc_id in pool})
-        if not ids:
-            return []
-        items = await self._live_items(tenant_id, user_id, ids)
+            # ``found`` belongs to this call alone: a thread can score it while the loop runs.
+            pools = await asyncio.to_thread(rank) if found.count > INLINE_WORK else rank()
+            ids = sorted({doc_id for pool in pools.values() for _, doc_id in pool})
+            if not ids:
+                return []
+            items = {item.id: item for item in await sql.live_items(conn, tenant_id, ids)}
 
         def token_set(doc_id: str) -> frozenset[str]:
             return frozenset(tokenize(items[doc_id].content))

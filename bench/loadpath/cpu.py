@@ -1,0 +1,83 @@
+"""What one cold-user request of the load path costs one API process in CPU: a single
+``memstream api`` on the platform dataset (``bench.loadpath.platform``), every request from a
+uniformly random user, open loop at a fixed rate well under the process's capacity, and the
+process's own CPU time (utime + stime) over the measured window per answered request.
+``BENCH_CPU_RATE`` (default 20 requests/s), ``BENCH_CPU_SECONDS`` (30), ``BENCH_PROFILE=FILE``
+for a py-spy profile of the measured window. ``python -m bench loadcpu``."""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import tempfile
+from pathlib import Path
+
+from bench.loadpath import bulk
+from bench.loadpath.data import load_conversations, query_text
+from bench.loadpath.open_loop import load_client, open_loop
+from bench.loadpath.platform import CONVERSATIONS, TENANT, bodies, loadavg, reset_conversations
+from bench.loadpath.profiling import print_profile, profiler
+from bench.loadpath.requests import configure_agents
+from bench.loadpath.servers import Server
+from bench.support import isolated_settings
+from memstream.launch import memstream_argv, settings_env
+from memstream.settings import Settings
+from tests.support.settings import free_port
+
+RATE = float(os.environ.get("BENCH_CPU_RATE", "20"))
+SECONDS = int(os.environ.get("BENCH_CPU_SECONDS", "30"))
+WARMUP_SECONDS = 5
+
+
+async def main() -> None:
+    url = bulk.bench_url(Settings().database_url)
+    await bulk.prepare(url)
+    users = bulk.load(url, TENANT, 1, progress=False).users  # what is loaded, nothing added
+    print(f"loadcpu: random users of {users:,} in {bulk.DATABASE}, load average {loadavg()}")
+    settings = isolated_settings(log_level="WARNING", database_url=url)
+    await reset_conversations(settings)
+    await load_conversations(settings, TENANT, CONVERSATIONS, random.Random(1))
+    logs = Path(tempfile.mkdtemp(prefix="bench-loadcpu-"))
+    port = free_port()
+    server = Server(
+        "memstream api",
+        memstream_argv("api"),
+        settings_env(settings.model_copy(update={"api_port": port})),
+        port,
+        logs / "memstream-api.log",
+    )
+    server.start()
+    try:
+        await configure_agents(server, TENANT)
+        queries = [query_text(random.Random(q)) for q in range(1_000)]
+        gc.collect()
+        gc.freeze()
+        client = load_client(server)
+        try:
+            await open_loop([client], [server], bodies(users, 200, 7, queries), 50, 4)
+            await open_loop(
+                [client], [server], bodies(users, 400, 8, queries), RATE, WARMUP_SECONDS
+            )
+            spy = profiler(server, SECONDS)
+            r = await open_loop(
+                [client], [server], bodies(users, round(RATE * SECONDS), 9, queries), RATE, SECONDS
+            )
+            if spy is not None:
+                spy.wait()
+        finally:
+            await client.aclose()
+        full = r.answered - r.degraded - sum(r.errors.values())
+        print(
+            f"  {RATE:g} req/s for {SECONDS} s: {r.answered}/{r.offered} answered, {full} full,"
+            f" degraded {dict(r.degraded_parts) or 'none'}, errors {dict(r.errors) or 'none'},"
+            f" {r.with_items} with long-term items"
+            f"\n    server CPU {r.cpu_ms:.2f} ms/request (utime + stime of the process);"
+            f" latency p50 {r.percentile(50):.1f} ms, p99 {r.percentile(99):.1f} ms;"
+            f" load average {loadavg()}\n    {r.usage[0].describe()}"
+        )
+        if spy is not None:
+            print_profile(os.environ["BENCH_PROFILE"])
+        print(f"  server log: {server.log_path}")
+    finally:
+        server.stop()
