@@ -23,6 +23,7 @@ from memstream.loadpath.window import Message, build_window
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache, decode_member
 from memstream.text.tokens import count_tokens
+from memstream_client.contract import build_models
 from memstream_client.contract.api import (
     ContextMessage,
     ContextRequest,
@@ -33,6 +34,8 @@ from memstream_client.contract.api import (
 
 
 def create_app(settings: Settings) -> FastAPI:
+    build_models()  # as the API does: the route's models built now, not on the first request
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.cache = RedisCache.from_url(

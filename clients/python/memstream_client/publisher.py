@@ -10,7 +10,6 @@ publisher starts, not with this module: code that only calls the API does not lo
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -257,6 +256,8 @@ class SyncPublisher:
     each call waits for the broker. ``with SyncPublisher(...) as p: p.message(...)``."""
 
     def __init__(self, bootstrap_servers: str, *, timeout: float = 60.0, **options: Any) -> None:
+        import asyncio
+
         self.timeout = timeout
         self._publisher = Publisher(bootstrap_servers, **options)
         self._loop = asyncio.new_event_loop()
@@ -293,6 +294,8 @@ class SyncPublisher:
         self.close()
 
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
+        import asyncio
+
         return asyncio.run_coroutine_threadsafe(work, self._loop).result(self.timeout)
 
     def _close_loop(self) -> None:

@@ -9,7 +9,6 @@ retries with it, and so does every HTTP client of the memstream server (``memstr
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 import time
@@ -68,6 +67,8 @@ class HttpRetry:
         """``attempt()`` until it returns, raises what is not ``worth`` another try, or has
         used every try (its last failure then raises); ``retried(tries, failure, pause)``
         hears of each retry before its pause."""
+        import asyncio  # here, not with the module: a client without an event loop never needs it
+
         tried = 0
         while True:
             try:

@@ -1,5 +1,10 @@
 """The query API's request and response bodies (CONTRACT section 4): what the API validates
-and answers, what the load path takes and returns, and what the client sends and reads."""
+and answers, what the load path takes and returns, and what the client sends and reads.
+
+Each model builds its validator and serializer on first use (``defer_build``): building all
+of them was most of what importing the client cost, and a caller uses a few. A server builds
+them all at once with :func:`memstream_client.contract.build_models`.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,13 @@ MEMORY_TYPES: tuple[MemoryType, ...] = ("text_mem", "pref_mem", "skill_mem", "to
 DEFAULT_CONTEXT_ROUNDS = 10
 
 
-class RequestBody(BaseModel):
+class Shape(BaseModel):
+    """A body the API takes or answers; built on first use."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class RequestBody(Shape):
     """A request body: unknown fields are an error, strings are kept exactly as sent."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
@@ -49,14 +60,14 @@ class ContextRequest(RequestBody):
     filter_sensitive: bool = True
 
 
-class ContextMessage(BaseModel):
+class ContextMessage(Shape):
     role: str
     content: str
     tokens: int
     summary: bool = False
 
 
-class ContextItem(BaseModel):
+class ContextItem(Shape):
     id: str
     cube_id: str
     memory_type: str
@@ -64,20 +75,20 @@ class ContextItem(BaseModel):
     score: float
 
 
-class LongTerm(BaseModel):
+class LongTerm(Shape):
     provider: ProviderName | None
     user_profile: str = ""
     agent_memory: str = ""
     items: list[ContextItem] = []
 
 
-class TokenCounts(BaseModel):
+class TokenCounts(Shape):
     messages: int
     user_profile: int
     agent_memory: int
 
 
-class ContextResponse(BaseModel):
+class ContextResponse(Shape):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -121,7 +132,7 @@ class ContextResponse(BaseModel):
     degraded: list[str]
 
 
-class StoredMessageOut(BaseModel):
+class StoredMessageOut(Shape):
     event_id: str
     role: str
     message_type: str
@@ -130,7 +141,7 @@ class StoredMessageOut(BaseModel):
     created_at: datetime
 
 
-class MessagesResponse(BaseModel):
+class MessagesResponse(Shape):
     conversation_id: str
     messages: list[StoredMessageOut]
 
@@ -140,7 +151,7 @@ class MemoryOut(ContextItem):
     created_at: datetime
 
 
-class MemoriesResponse(BaseModel):
+class MemoriesResponse(Shape):
     items: list[MemoryOut]
     degraded: list[str] = Field(
         default_factory=list,
@@ -197,7 +208,7 @@ class AddMemoryRequest(RequestBody):
     importance: int = Field(default=5, ge=1, le=10)
 
 
-class DeletedResponse(BaseModel):
+class DeletedResponse(Shape):
     deleted: list[str]
 
 
@@ -226,12 +237,12 @@ class AgentConfigOut(AgentConfigBody):
     agent_id: str
 
 
-class ErrorDetail(BaseModel):
+class ErrorDetail(Shape):
     code: str
     message: str
 
 
-class ErrorResponse(BaseModel):
+class ErrorResponse(Shape):
     """Every error answer: a machine ``code`` and a readable ``message``."""
 
     model_config = ConfigDict(

@@ -1,7 +1,8 @@
 """Public event models and the decoding of raw Kafka values into them.
 
 The models mirror ``schemas/*.json`` (the source of truth); ``tests/unit/test_schemas.py``
-proves both accept and reject the same samples.
+proves both accept and reject the same samples. Like the API's bodies, each builds on first
+use (``defer_build``).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ MessageType = Literal["chat", "tool_call", "tool_result", "status"]
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True, defer_build=True)
 
     event_id: Id
     tenant_id: NumericId

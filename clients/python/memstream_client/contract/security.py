@@ -8,11 +8,12 @@ it without loading the server or the broker client.
 
 from __future__ import annotations
 
-import asyncio
-import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    import ssl
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -121,6 +122,9 @@ class BrokerSecurity:
         no server answers at all (an outage, not a refusal)."""
         if self.protocol == "PLAINTEXT":
             return None
+        import asyncio
+        import ssl
+
         from aiokafka.conn import create_conn
         from aiokafka.errors import (
             AuthenticationFailedError,
