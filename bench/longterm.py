@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -217,6 +217,58 @@ def session_of_turn(dia_id: str) -> int:
     return int(dia_id.split(":")[0].lstrip("D"))
 
 
+@dataclass
+class PipelineRun:
+    """What one run of the chain over LoCoMo measured: per-session latencies (when sessions
+    ended one at a time), what was stored, and the recall of each search variant."""
+
+    stored_seconds: list[float] = field(default_factory=list)
+    """Per session: from its ``session-ended`` to the last memory it wrote or expired."""
+    idle_seconds: list[float] = field(default_factory=list)
+    """Per session: from its ``session-ended`` until every chain topic was committed."""
+    sessions_without_writes: int = 0
+    memories: int = 0
+    episodes: int = 0
+    questions: int = 0
+    recalls: dict[str, Recall] = field(default_factory=dict)
+
+
+async def last_write(engine: Any, tenant: str) -> datetime | None:
+    """The newest ``created_at`` or ``deleted_at`` of ``tenant``'s memories (naive UTC)."""
+    query = select(func.max(ltm.c.created_at), func.max(ltm.c.deleted_at)).where(
+        ltm.c.tenant_id == tenant
+    )
+    async with engine.connect() as conn:
+        times = (await conn.execute(query)).one()
+    return max((t for t in times if t is not None), default=None)
+
+
+async def end_one_at_a_time(
+    settings: Settings, engine: Any, tenant: str, ends: list[dict[str, Any]], run: PipelineRun
+) -> None:
+    """Each session ends once the chain is idle after the one before; its latencies go into
+    ``run`` and are printed as they come (a slow model's run can be read while it goes)."""
+    for n, end in enumerate(ends, 1):
+        sent = time.time()
+        await publish(settings, "session-ended", [end])
+        await eventually(lambda: chain_idle(settings), within=3600, what="chain idle")
+        idle = time.time() - sent
+        written = await last_write(engine, tenant)
+        # created_at/deleted_at are naive UTC, written by the worker on this machine's clock.
+        stored = (written - datetime.utcfromtimestamp(sent)).total_seconds() if written else -1.0
+        run.idle_seconds.append(idle)
+        if stored >= 0:
+            run.stored_seconds.append(stored)
+        else:
+            run.sessions_without_writes += 1
+        shown = f"{stored:.1f} s" if stored >= 0 else "nothing written"
+        print(
+            f"  session {n}/{len(ends)} {end['conversation_id']}: stored {shown}, "
+            f"chain idle {idle:.1f} s",
+            flush=True,
+        )
+
+
 async def locomo_pipeline(
     base: Settings,
     embeddings: str | None,
@@ -225,11 +277,13 @@ async def locomo_pipeline(
     overrides: dict[str, Any] | None = None,
     judge: str = "rule-based judge",
     after: Callable[[int], Awaitable[None]] | None = None,
-) -> None:
+    one_at_a_time: bool = False,
+) -> PipelineRun:
     """The chain over LoCoMo (or a ``subset``) on one worker with ``overrides`` of its
     settings; with ``embeddings`` (a ``/v1`` base URL) the worker embeds the memories as it
     writes them, and search is scored lexical and hybrid. ``after(port)`` reads the worker's
-    metrics on its web port once the chain is idle."""
+    metrics on its web port once the chain is idle. Sessions end in one burst, or
+    ``one_at_a_time``, each once the chain is idle, with its latency measured."""
     import json
 
     raw_samples = json.loads(data_path().read_text(encoding="utf-8"))
@@ -301,14 +355,20 @@ async def locomo_pipeline(
             return await store.count(tenant) == len(messages)
 
         await eventually(stored, within=300, what="LoCoMo turns stored")
-        await publish(settings, "session-ended", ends)
-        await asyncio.sleep(5)
-        began = time.perf_counter()
-        await eventually(lambda: chain_idle(settings), within=7200, what="chain idle")
-        print(
-            f"LoCoMo, {len(ends)} sessions ({judge}): the chain was idle "
-            f"{time.perf_counter() - began:.0f} s after the last session ended"
-        )
+        run = PipelineRun()
+        if one_at_a_time:
+            print(f"LoCoMo, {len(ends)} sessions ({judge}), ended one at a time:", flush=True)
+            await eventually(lambda: chain_idle(settings), within=300, what="chain idle")
+            await end_one_at_a_time(settings, engine, tenant, ends, run)
+        else:
+            await publish(settings, "session-ended", ends)
+            await asyncio.sleep(5)
+            began = time.perf_counter()
+            await eventually(lambda: chain_idle(settings), within=7200, what="chain idle")
+            print(
+                f"LoCoMo, {len(ends)} sessions ({judge}): the chain was idle "
+                f"{time.perf_counter() - began:.0f} s after the last session ended"
+            )
         if after is not None:
             await after(settings.worker_web_port)
 
@@ -320,7 +380,8 @@ async def locomo_pipeline(
             )
             waited = time.perf_counter() - began
             print(f"(memories all embedded by the worker {waited:.0f} s after the chain was idle)")
-        await report_pipeline(engine, tenant, samples, embedder, judge)
+        await report_pipeline(engine, tenant, samples, embedder, judge, run)
+        return run
     finally:
         worker.stop(timeout=30)
         async with engine.begin() as conn:
@@ -346,10 +407,11 @@ async def report_pipeline(
     samples: list[Any],
     embedder: EmbeddingClient | None = None,
     judge: str = "rule-based judge",
+    run: PipelineRun | None = None,
 ) -> None:
     """Recall of the evidence through what the chain kept, at the load path's relativity
     threshold and without one (and hybrid, with ``embedder``), next to BM25 over every raw
-    turn, with the tokens returned."""
+    turn, with the tokens returned; kept in ``run`` too."""
     variants = {
         f"memstream, relativity {RELATIVITY}": MySQLProvider(engine, relativity=RELATIVITY),
         "memstream, no threshold": MySQLProvider(engine, relativity=0.0),
@@ -394,6 +456,9 @@ async def report_pipeline(
                 for k in KS:
                     recalls[label].add(question, k, [cited for cited, _ in found])
                 returned_tokens[label] += sum(count_tokens(text) for _, text in found)
+    if run is not None:
+        run.memories, run.episodes, run.questions = stored_items, episodes, questions
+        run.recalls = recalls
     turns = sum(len(s.turns) for s in samples)
     print(
         f"LoCoMo dev through the pipeline ({judge}): {turns} turns, {questions} questions -> "

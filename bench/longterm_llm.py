@@ -1,40 +1,45 @@
-"""The long-term chain with a real small model next to the rule-based judge:
-``python -m bench longterm-llm`` (needs ``make llm-venv``).
+"""The long-term chain with a real small model next to the rule-based judge on the same LoCoMo
+subset: ``python -m bench longterm-llm`` (needs ``make llm-venv``).
 
-SmolLM2-135M-Instruct behind llama-cpp-python's server (``tests.support.llm``) judges, resolves
-conflicts and summarises, at tens of tokens per second on a CPU, so the runs are small:
+SmolLM2-135M-Instruct behind llama-cpp-python's server (``tests.support.llm``, ``THREADS``
+threads) judges, resolves conflicts and summarises, at tens of tokens per second on a CPU, so
+the run is a subset: ``MEMSTREAM_BENCH_LLM_SUBSET`` (``SAMPLESxSESSIONS``, default ``SUBSET``:
+the first conversations, each cut to its first sessions; only the questions whose evidence
+lies in them are scored). ``MEMSTREAM_BENCH_LLM_VENV`` names the server's venv
+(``var/llm-venv`` by default).
 
-1. Latency: ``SESSIONS`` sessions of the chain bench's shape (20 messages, six stated facts),
-   each user's second session after its first (so the conflict resolver is asked), ended one
-   at a time; each one's latency is from publishing its ``session-ended`` to its memories
-   being stored. The same sessions with the rule judge, on a worker of their own.
-2. LoCoMo: ``SUBSET`` (the first conversation, its first sessions; only the questions whose
-   evidence lies in them), through the chain with the model and with the rules.
-
-Each model run ends with what the worker counted: answers clean, repaired or rejected per
-stage, their flaws by reason, and the judge's fallbacks to the rules.
+Each judge has a worker and a database of its own. Every turn is stored first; then the
+sessions end one at a time, each once the chain is idle after the one before, and each one's
+latency is from its ``session-ended`` to the last memory it wrote or expired (and to the chain
+idle: every chain topic committed). Then the questions search what was kept. The model's run
+ends with what its worker counted: answers clean, repaired or rejected per stage, their flaws
+by reason, and the sessions whose judge fell back to the rules.
 """
 
 from __future__ import annotations
 
-import statistics
-import time
-import uuid
+import math
+import os
+from pathlib import Path
 from typing import Any
 
-from bench.longterm import Subset, locomo_pipeline, session_events, users_with_memories
-from bench.support import isolated_settings, log_dir, start_worker
-from memstream.broker.topics import publish
+from bench.locomo import KS
+from bench.longterm import PipelineRun, Subset, locomo_pipeline
+from bench.support import log_dir
 from memstream.settings import Settings
-from memstream.store.database import create_engine, migrate
-from memstream.store.messages import MessageStore
-from tests.support.llm import MODEL_NAME, llm_server
+from memstream.store.database import migrate
+from tests.support.llm import MODEL_NAME, VENV, llm_server
 from tests.support.processes import worker_metric
-from tests.support.settings import free_port
-from tests.support.waiting import eventually
 
-SESSIONS = 6
-SUBSET = Subset(samples=1, sessions=4)
+SUBSET = Subset(samples=5, sessions=3)
+"""Every conversation of the dev split cut to its first three sessions: 15 sessions, 327 turns,
+95 questions, so every speaker pair is in it and each conversation's second and third sessions
+meet the memories of its first (the conflict resolver is asked). With the model, about a
+minute or two a session on a shared core: the full split (272 sessions) would take hours."""
+THREADS = 1
+"""The server's threads. On two cores shared with other jobs, two threads answered at 1.3
+tokens/s and one at 18 (the same request, one after the other): llama.cpp's threads wait on
+each other at every token, and a thread that is not scheduled holds the other up."""
 MAX_TOKENS = 384
 """The cap on every answer (``MEMSTREAM_LLM_MAX_TOKENS``): at about 17 tokens/s a judge asked
 for its full 1500 takes 90 s a session."""
@@ -60,51 +65,6 @@ def model_settings(url: str) -> dict[str, Any]:
         "llm_max_in_flight": 1,
         "llm_max_tokens": MAX_TOKENS,
     }
-
-
-async def latency(base: Settings, overrides: dict[str, Any], judge: str) -> None:
-    """Sessions ended one at a time; each one's time until its memories are stored."""
-    tenant = f"ltl-{uuid.uuid4().hex[:8]}"
-    port = free_port()
-    settings = isolated_settings(worker_web_port=port, log_level="WARNING", **overrides)
-    engine = create_engine(base.database_url)
-    worker = start_worker(settings, log_dir("longterm-llm"))
-    try:
-        sessions = []
-        for n in range(SESSIONS):
-            events, end = session_events(tenant, n)
-            # Sessions n and n + SESSIONS // 2 are one user's first and second.
-            user = f"user-{n % (SESSIONS // 2)}"
-            for event in [*events, end]:
-                event["user_id"] = user
-            sessions.append((events, end, user))
-        await publish(settings, "message-written", [e for events, _, _ in sessions for e in events])
-        store = MessageStore(engine)
-
-        async def stored() -> bool:
-            return await store.count(tenant) == 20 * SESSIONS
-
-        await eventually(stored, within=300, what="messages stored")
-        took = []
-        for n, (_, end, user) in enumerate(sessions):
-            before = (await users_with_memories(engine, tenant)).get(user)
-            began = time.perf_counter()
-            await publish(settings, "session-ended", [end])
-
-            async def done(user: str = user, before: Any = before) -> bool:
-                latest = (await users_with_memories(engine, tenant)).get(user)
-                return latest is not None and latest != before
-
-            await eventually(done, within=1800, what=f"session {n} stored")
-            took.append(time.perf_counter() - began)
-        print(f"long-term chain ({judge}), {SESSIONS} sessions of 20 messages, one at a time:")
-        print(f"  session-ended -> memories stored: p50 {statistics.median(took):.1f} s, ", end="")
-        print(f"max {max(took):.1f} s, each: {', '.join(f'{t:.1f}' for t in took)}")
-        if overrides:
-            await report_model(port)
-    finally:
-        worker.stop(timeout=30)
-        await engine.dispose()
 
 
 async def report_model(port: int) -> None:
@@ -140,18 +100,76 @@ async def report_model(port: int) -> None:
     )
 
 
+def subset_from_env() -> Subset:
+    """``MEMSTREAM_BENCH_LLM_SUBSET``: ``SAMPLESxSESSIONS`` (``3x4``: the first three LoCoMo
+    conversations, each cut to its first four sessions)."""
+    raw = os.environ.get("MEMSTREAM_BENCH_LLM_SUBSET", "").strip().lower()
+    if not raw:
+        return SUBSET
+    samples, _, sessions = raw.partition("x")
+    try:
+        subset = Subset(samples=int(samples), sessions=int(sessions))
+    except ValueError:
+        raise SystemExit(f"MEMSTREAM_BENCH_LLM_SUBSET={raw!r}: expected SAMPLESxSESSIONS") from None
+    if subset.samples < 1 or subset.sessions < 1:
+        raise SystemExit(f"MEMSTREAM_BENCH_LLM_SUBSET={raw!r}: both counts must be at least 1")
+    return subset
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest-rank percentile: with a dozen sessions, p95 is the slowest but none."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)] if ordered else float("nan")
+
+
+def compare(runs: dict[str, PipelineRun]) -> None:
+    """Per-session latency, memories and recall of each judge on the same subset, and the
+    model's recall as a share of the rules'."""
+    print("same subset, sessions ended one at a time:")
+    for judge, run in runs.items():
+        stored, idle = run.stored_seconds, run.idle_seconds
+        print(
+            f"  {judge:28s}: session-ended -> last memory written p50 "
+            f"{percentile(stored, 0.5):.1f} s, p95 {percentile(stored, 0.95):.1f} s, max "
+            f"{max(stored, default=float('nan')):.1f} s ({run.sessions_without_writes} sessions "
+            f"wrote nothing); -> chain idle p50 {percentile(idle, 0.5):.1f} s, p95 "
+            f"{percentile(idle, 0.95):.1f} s; {run.memories} memories "
+            f"({run.memories - run.episodes} facts, {run.episodes} episodes), "
+            f"{run.questions} questions"
+        )
+    model, rules = runs[f"{MODEL_NAME} judge"], runs["rule-based judge"]
+    for label in model.recalls:
+        if label not in rules.recalls or label.startswith("BM25"):
+            continue  # BM25 reads the raw turns: the same for both judges
+        cells = []
+        for k in KS:
+            ours, theirs = model.recalls[label].at(k), rules.recalls[label].at(k)
+            cells.append(f"@{k} {ours:.1f}% vs {theirs:.1f}% ({ours / max(theirs, 1e-9):.2f}x)")
+        print(f"  recall, {label:32s}: model vs rules " + ", ".join(cells))
+
+
 async def main() -> None:
     base = Settings()
     await migrate(base.database_url)
-    with llm_server(log=log_dir("llm-server") / "server.log") as url:
-        await latency(base, model_settings(url), f"{MODEL_NAME} judge")
-        await latency(base, {}, "rule-based judge")
-        await locomo_pipeline(
+    subset = subset_from_env()
+    venv = Path(os.environ.get("MEMSTREAM_BENCH_LLM_VENV") or VENV)
+    print(
+        f"LoCoMo subset: the first {subset.samples} conversations, each cut to its first "
+        f"{subset.sessions} sessions; server threads {THREADS}, answers capped at {MAX_TOKENS} "
+        "tokens",
+        flush=True,
+    )
+    runs = {}
+    # The rules first: a few minutes, and their figures are there even if the model's run is cut.
+    runs["rule-based judge"] = await locomo_pipeline(base, None, subset=subset, one_at_a_time=True)
+    with llm_server(venv, threads=THREADS, log=log_dir("llm-server") / "server.log") as url:
+        runs[f"{MODEL_NAME} judge"] = await locomo_pipeline(
             base,
             None,
-            subset=SUBSET,
+            subset=subset,
             overrides=model_settings(url),
             judge=f"{MODEL_NAME} judge",
             after=report_model,
+            one_at_a_time=True,
         )
-    await locomo_pipeline(base, None, subset=SUBSET)
+    compare(runs)

@@ -56,7 +56,11 @@ def command(model: Path, port: int, venv: Path = VENV, threads: int = 2) -> list
 
 @contextmanager
 def llm_server(
-    venv: Path = VENV, model: Path | None = None, within: float = 180.0, log: Path | None = None
+    venv: Path = VENV,
+    model: Path | None = None,
+    within: float = 180.0,
+    log: Path | None = None,
+    threads: int = 2,
 ) -> Iterator[str]:
     """The server in a child process on a free port; yields its ``/v1`` base URL and stops it
     afterwards. Raises ``RuntimeError`` when the venv or model is missing or the server does
@@ -65,6 +69,6 @@ def llm_server(
         raise RuntimeError(f"{venv} does not exist: run `make llm-venv`")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    argv = command(model or model_file(venv), port, venv)
+    argv = command(model or model_file(venv), port, venv, threads)
     with child_server(argv, f"{url}/v1/models", "the LLM server", within, log):
         yield f"{url}/v1"
