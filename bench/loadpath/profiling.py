@@ -15,9 +15,12 @@ from bench.loadpath.servers import Server
 from bench.support import REPO, print_top
 
 
-def profiler(server: Server, seconds: int = OPEN_SECONDS) -> subprocess.Popen[bytes] | None:
+def profiler(
+    server: Server, seconds: int = OPEN_SECONDS, *, gil: bool = False
+) -> subprocess.Popen[bytes] | None:
     """py-spy sampling the server for the measured window, when ``BENCH_PROFILE`` asks
-    (``BENCH_PY_SPY``: the py-spy to run, when it is not on the path nor in this venv)."""
+    (``BENCH_PY_SPY``: the py-spy to run, when it is not on the path nor in this venv); with
+    ``gil``, only the samples of a thread holding the GIL: where the CPU goes, not the waits."""
     path = os.environ.get("BENCH_PROFILE")
     spy = (
         os.environ.get("BENCH_PY_SPY")
@@ -28,6 +31,8 @@ def profiler(server: Server, seconds: int = OPEN_SECONDS) -> subprocess.Popen[by
         return None
     argv = [spy, "record", "--pid", str(server.pid), "--duration", str(seconds)]
     argv += ["--rate", "250", "--format", "raw", "--output", path, "--nonblocking"]
+    if gil:
+        argv.append("--gil")
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -93,7 +93,8 @@ def memory_line(item: MemoryItem) -> str:
     moment = item.occurred_at or item.created_at
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC)
-    return f"[{moment:%Y-%m-%d}] {item.content}"
+    # What ``%Y-%m-%d`` gives, at a third of strftime's cost (every line of every answer).
+    return f"[{moment.year}-{moment.month:02d}-{moment.day:02d}] {item.content}"
 
 
 def _score(item: MemoryItem) -> float:
