@@ -33,7 +33,7 @@ from typing import NamedTuple
 from tests.support import REPO
 from tests.support.distribution import CLIENT, empty_venv, outside_env, tracked_copy
 
-RUNS = 7
+RUNS = 11
 VENV = REPO / "var" / "bench" / "client-venv"
 # main just before the client moved to clients/python: the old ``memstream.client``.
 BASELINE_COMMIT = "6d55aafecdb6d1d1da86abcf70d2290a850f560f"
