@@ -1,4 +1,5 @@
-"""The Faust consumer memstream runs: aiokafka's, with one fix to how it seeks after a rebalance.
+"""The Faust consumer memstream runs: aiokafka's, with fixes to how it seeks after a rebalance
+and to which offsets it commits.
 
 After every rebalance Faust drops the records it fetched while the group was settling and
 seeks each stream partition back to its committed offset. aiokafka's ``seek_to_committed``
@@ -7,34 +8,80 @@ group) keeps the position past the dropped records, and they are never handled. 
 partition goes back to its beginning, where ``auto_offset_reset="earliest"`` would have
 started it: the stages are idempotent, so reading a record twice is safe and skipping one
 is not.
+
+Faust commits, per partition, the run of consecutive acknowledged offsets that starts lowest,
+whether or not that run starts at the partition's next offset to commit: it checks for a
+missing first record only where an offset was committed, and by one too few there. So the
+first record a worker should handle after taking a partition over, when Faust dropped it
+around the rebalance (it resumes the partitions before it seeks them back), was committed as
+done once the records after it were acknowledged, and never handled: its session was lost.
+Here the run must start at the next offset to commit (``committable``), and a partition whose
+next record is neither acknowledged nor in flight while later ones are is sought back to it,
+to read it again (``lost``). A record Faust skips unhandled (read from the previous generation
+or while the flow is stopped for a rebalance) is acknowledged by Faust all the same: such an
+acknowledgement counts for nothing here, the record is read again from the committed offset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Collection, Mapping
+from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.transport.drivers import aiokafka as driver
-from faust.types import TP, TransportT
+from faust.types import TP, Message, TransportT
+from mode.utils.futures import notify
+
+log = logging.getLogger(__name__)
 
 CHANGELOG_SUFFIX = "-changelog"
+REREAD_AFTER_SECONDS = 10.0
+"""How long a partition sought back to a lost record waits before it is sought back again (the
+record may take that long to come back on a busy worker)."""
+IN_FLIGHT_SECONDS = 45.0
+"""How long a missing record counts as in flight while Faust still holds it unacknowledged:
+the session stage handles records side by side and waits up to 30 s on the history stage, but
+a record Faust dropped around a rebalance stays in its set of unacknowledged ones until the
+next garbage collection, and is lost all the same."""
 
 
 async def seek_to_committed(consumer: AIOKafkaConsumer) -> dict[TopicPartition, int | None]:
     """Seek every assigned partition to its committed offset, and to its beginning when it
-    has none: table changelogs aside, which Faust's recovery positions itself."""
+    has none: table changelogs aside, which Faust's recovery positions itself. Answers each
+    partition's next offset to read (its beginning's where none was committed)."""
     committed: dict[TopicPartition, int | None] = await consumer.seek_to_committed()
     uncommitted = [
         tp for tp, offset in committed.items() if not offset and not is_changelog(tp.topic)
     ]
     if uncommitted:
         await consumer.seek_to_beginning(*uncommitted)
+        beginnings: dict[TopicPartition, int] = await consumer.beginning_offsets(uncommitted)
+        committed.update(beginnings)
     return committed
 
 
 def is_changelog(topic: str) -> bool:
     return topic.endswith(CHANGELOG_SUFFIX)
+
+
+def committable(acked: Collection[int], next_offset: int | None) -> bool:
+    """Whether a partition's acknowledged offsets may be committed: only once the record at its
+    next offset to commit (None: not known) is among them."""
+    return next_offset is None or not acked or min(acked) <= next_offset
+
+
+def lost(
+    acked: Collection[int], next_offset: int | None, in_flight: Collection[int], waited: float
+) -> bool:
+    """Whether the record at a partition's next offset to commit will never be acknowledged
+    unless read again: later ones are, and it is not being handled (or has not been for the
+    ``waited`` seconds since later ones were, see ``IN_FLIGHT_SECONDS``)."""
+    if committable(acked, next_offset):
+        return False
+    return next_offset not in in_flight or waited >= IN_FLIGHT_SECONDS
 
 
 class ConsumerThread(driver.AIOKafkaConsumerThread):
@@ -46,8 +93,83 @@ class ConsumerThread(driver.AIOKafkaConsumerThread):
 
 
 class Consumer(driver.Consumer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._next_offsets: dict[TP, int] = {}  # where each partition was sought to
+        self._reread: dict[TP, tuple[int, float]] = {}  # sought back to, and when
+        self._missing: dict[TP, tuple[int, float]] = {}  # a next record missing, since when
+
     def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
         return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        committed = await super().seek_to_committed()
+        self._next_offsets = {tp: offset for tp, offset in committed.items() if offset is not None}
+        return committed
+
+    def _next_offset(self, tp: TP) -> int | None:
+        committed: int | None = self._committed_offset[tp]
+        return committed if committed is not None else self._next_offsets.get(tp)
+
+    def _new_offset(self, tp: TP) -> int | None:
+        next_offset = self._next_offset(tp)
+        if next_offset is not None and self._gap[tp].overlaps(next_offset):
+            next_offset = None  # a gap Faust knows of (compaction, transaction markers)
+        if not committable(self._acked[tp], next_offset):
+            return None
+        offset: int | None = super()._new_offset(tp)
+        return offset
+
+    def ack(self, message: Message) -> bool:
+        if self._skipped(message):
+            # Not handled: nothing is recorded, so its offset is not committed.
+            message.acked = True
+            self._unacked_messages.discard(message)
+            notify(self._waiting_for_ack)  # a rebalance waiting for the records in flight
+            return False
+        acked: bool = super().ack(message)
+        return acked
+
+    def _skipped(self, message: Message) -> bool:
+        """Whether Faust acknowledges ``message`` without handling it (see the module
+        docstring): its stream drops a record of the previous generation or read while the
+        flow is stopped."""
+        app = self.app
+        stale = getattr(message, "generation_id", None) != app.consumer_generation_id
+        return bool(stale or not app.flow_control.is_active())
+
+    async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        done: bool = await super().force_commit(topics, start_new_transaction=start_new_transaction)
+        await self._read_lost_again()
+        return done
+
+    async def _read_lost_again(self) -> None:
+        """Seek each partition whose next record is lost (``lost``) back to it."""
+        assigned = self.assignment()
+        in_flight: dict[TP, set[int]] = {}
+        for message in list(self._unacked_messages):
+            if not message.acked:
+                in_flight.setdefault(message.tp, set()).add(message.offset)
+        now = time.monotonic()
+        for tp, acked in list(self._acked.items()):
+            next_offset = self._next_offset(tp)
+            if next_offset is None or tp not in assigned or committable(acked, next_offset):
+                self._missing.pop(tp, None)
+                continue
+            missing, since = self._missing.get(tp, (-1, now))
+            since = since if missing == next_offset else now
+            self._missing[tp] = (next_offset, since)
+            if not lost(acked, next_offset, in_flight.get(tp, set()), now - since):
+                continue
+            offset, when = self._reread.get(tp, (-1, 0.0))
+            if offset == next_offset and now - when < REREAD_AFTER_SECONDS:
+                continue
+            log.warning(
+                "%s[%d]@%d was never handled while later records were: read again from it",
+                tp.topic, tp.partition, next_offset,
+            )  # fmt: skip
+            self._reread[tp] = (next_offset, now)
+            await self.seek(tp, next_offset)
 
 
 class Transport(driver.Transport):
@@ -66,4 +188,12 @@ class App(faust.App):
         return transport
 
 
-__all__ = ["App", "Consumer", "ConsumerThread", "Transport", "seek_to_committed"]
+__all__ = [
+    "App",
+    "Consumer",
+    "ConsumerThread",
+    "Transport",
+    "committable",
+    "lost",
+    "seek_to_committed",
+]

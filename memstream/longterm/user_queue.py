@@ -35,9 +35,13 @@ So every record joins its user's queue, kept in a table partitioned like the sta
   not tried yet.
 
 A record that comes back while still queued (a redelivery) is not queued twice, a placeholder
-announced twice is kept once, a release never removes a filled placeholder, and a record that
-had copies on the retry tiers is remembered for the horizon once applied, so that a late copy
-is not applied a second time after the records that followed it.
+announced twice is kept once, and a release never removes a filled placeholder. Every session
+applied is remembered for the horizon (its session and its record), so that a late copy is not
+applied a second time after the sessions that followed it, nor announced again to hold them
+back: copies come from the retry tiers, and from every stage upstream that read a record again
+after a crash or a rebalance (each sends its output again, and a session end read again is
+announced again). Applied a second time after the user's next session, a session's older fact
+would be stored again beside the newer one that had expired it.
 """
 
 from __future__ import annotations
@@ -152,13 +156,15 @@ class Slot:
 @dataclass(slots=True)
 class Queue:
     """One user's queue: its slots in order, the head's failed tries, the digests of records
-    applied lately with the time of each, and the time the wake on its way was asked for."""
+    applied lately and the sessions they were of, with the time of each, and the time the wake
+    on its way was asked for."""
 
     next_seq: int = 0
     waiting: list[Slot] = field(default_factory=list)
     failing: Failing | None = None
     applied: dict[str, float] = field(default_factory=dict)
     wake: float | None = None
+    sessions: dict[str, float] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         failing = [self.failing.attempts, self.failing.since] if self.failing else None
@@ -169,6 +175,7 @@ class Queue:
                 "failing": failing,
                 "applied": self.applied,
                 "wake": self.wake,
+                "sessions": self.sessions,
             }
         )
 
@@ -182,6 +189,7 @@ class Queue:
             Failing(int(failing[0]), float(failing[1])) if failing else None,
             {str(d): float(at) for d, at in fields["applied"].items()},
             fields.get("wake"),
+            {str(s): float(at) for s, at in fields.get("sessions", {}).items()},
         )
 
 
@@ -227,6 +235,9 @@ class UserOrder:
         # Applied records are remembered for a while only; a table entry per user forever
         # would grow with every user who ever met an outage.
         self.queue.applied = {d: at for d, at in self.queue.applied.items() if now - at < remember}
+        self.queue.sessions = {
+            s: at for s, at in self.queue.sessions.items() if now - at < remember
+        }
 
     def _key(self, seq: int) -> bytes:
         return self.owner + b"\x00" + str(seq).encode()
@@ -243,7 +254,7 @@ class UserOrder:
 
     def save(self) -> None:
         q = self.queue
-        if q.waiting or q.applied:
+        if q.waiting or q.applied or q.sessions:
             self.table[self.owner] = q.encode()
         elif self.owner in self.table:
             del self.table[self.owner]
@@ -316,6 +327,8 @@ class UserOrder:
             out.add("finished")
             if any(s.session == arrival.session for s in waiting):
                 return False  # announced again (a redelivery, a retry): kept once
+            if arrival.session in self.queue.sessions:
+                return False  # announced again once applied: nothing of it is on its way
             if arrival.until is not None and arrival.until <= self.now:
                 out.saw("expired")
                 return False
@@ -325,7 +338,13 @@ class UserOrder:
         digest = digest_of(source.value)
         if waiting and waiting[0].digest == digest:
             return True
-        if any(s.digest == digest for s in waiting) or digest in self.queue.applied:
+        done = digest in self.queue.applied or arrival.session in self.queue.sessions
+        # A session read twice upstream may be judged twice, its candidates not the same.
+        queued = any(
+            s.digest == digest or (arrival.session and s.session == arrival.session and s.digest)
+            for s in waiting
+        )
+        if done or queued:
             out.add("finished")  # queued already, or applied already
             return False
         slot = self._placeholder(arrival.session) if arrival.session else None
@@ -376,8 +395,10 @@ class UserOrder:
         slot = self.queue.waiting.pop(0)
         del self.table[self._key(slot.seq)]
         self.queue.failing = None
-        if applied and entry.copies and slot.digest is not None:
+        if applied and slot.digest is not None:
             self.queue.applied[slot.digest] = self.now
+        if applied and slot.session:
+            self.queue.sessions[slot.session] = self.now
         self.save()
 
     async def drain(self, stage: Stage, out: Outcomes | None = None) -> Outcomes:

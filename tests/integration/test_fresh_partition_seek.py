@@ -51,8 +51,9 @@ async def test_uncommitted_partition_seeks_back_to_its_beginning(settings: Setti
         assert await consumer.position(fresh) == 5
         assert await consumer.position(committed) == 3
 
+        # The uncommitted partition's next offset is its beginning.
         offsets = await seek_to_committed(consumer)
-        assert offsets == {fresh: None, committed: 3}
+        assert offsets == {fresh: 0, committed: 3}
         assert await consumer.position(fresh) == 0
         assert await consumer.position(committed) == 3
     finally:

@@ -1,0 +1,80 @@
+"""Which offsets the worker's Faust consumer commits (memstream.streams.consumer): never past a
+record it did not handle, the first one after a partition was taken over included."""
+
+from __future__ import annotations
+
+from faust.types import TP, Message
+
+from memstream.streams.consumer import IN_FLIGHT_SECONDS, App, Consumer, committable, lost
+from tests.support.settings import unique
+
+TOPIC = "memory.session-ended"
+
+
+def consumer() -> Consumer:
+    app = App(unique("app"), broker="kafka://127.0.0.1:9092", store="memory://")
+    built = app.consumer
+    assert isinstance(built, Consumer)
+    return built
+
+
+def test_acknowledged_offsets_commit_only_from_the_next_offset_to_commit():
+    assert committable([12, 13, 14], 12)
+    assert not committable([13, 14], 12)
+    assert not committable([1, 2], 0)
+    assert committable([], 12) and committable([13], None)
+
+
+def test_a_record_is_lost_when_later_ones_are_acknowledged_and_it_is_not_in_flight():
+    assert lost([13, 14], 12, in_flight=set(), waited=0)
+    # Still being handled (the session stage handles records side by side), for a while.
+    assert not lost([13, 14], 12, in_flight={12}, waited=1)
+    assert lost([13, 14], 12, in_flight={12}, waited=IN_FLIGHT_SECONDS)
+    assert not lost([12, 13], 12, in_flight=set(), waited=0)
+    assert not lost([], 12, in_flight=set(), waited=0)
+
+
+def test_the_record_at_the_committed_offset_is_not_committed_unhandled():
+    """Taken over at committed offset 12, the worker handled 13 and 14 but never 12 (dropped
+    around the rebalance): Faust alone would commit 15."""
+    tp = TP(TOPIC, 1)
+    c = consumer()
+    c._committed_offset[tp] = 12
+    c._acked[tp] = [13, 14]
+    assert c._new_offset(tp) is None
+    c._acked[tp] = [12, 13, 14]
+    assert c._new_offset(tp) == 15
+
+
+def test_the_first_record_of_a_partition_never_committed_is_not_committed_unhandled():
+    """A partition with no committed offset was sought to its beginning, 0: records 1 to 4
+    handled without 0 do not move its offset."""
+    tp = TP(TOPIC, 0)
+    c = consumer()
+    c._next_offsets[tp] = 0
+    c._acked[tp] = [1, 2, 3, 4]
+    assert c._new_offset(tp) is None
+    c._acked[tp] = [0, 1, 2, 3, 4]
+    assert c._new_offset(tp) == 5
+
+
+def message(offset: int, generation: int) -> Message:
+    return Message(TOPIC, 1, offset, 0.0, 0, None, b"k", b"v", None, generation_id=generation)
+
+
+def test_a_record_faust_skips_unhandled_is_not_counted_as_acknowledged():
+    """Faust's stream acknowledges a record it drops unhandled, one of the previous generation
+    or read while the flow is stopped for a rebalance: its offset must not be committed."""
+    c = consumer()
+    c.app.topics._acking_topics.add(TOPIC)  # as for a topic an agent reads
+    c.app.consumer_generation_id = 4
+    c.app.flow_control.resume()
+    handled = message(11, generation=4)
+    assert c.ack(handled) and c._acked[handled.tp] == [11]
+    stale = message(12, generation=3)
+    assert not c.ack(stale)
+    assert stale.acked and c._acked[stale.tp] == [11]
+    c.app.flow_control.suspend()
+    stopped = message(13, generation=4)
+    assert not c.ack(stopped)
+    assert c._acked[stopped.tp] == [11]
