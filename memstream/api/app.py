@@ -12,7 +12,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi_offline import FastAPIOffline
 from starlette.routing import Route
 
-from memstream.api import errors, mcp
+from memstream.api import errors, mcp, startup
 from memstream.api.gate import Gate
 from memstream.api.hosts import host_check, loopback, parse_allowed
 from memstream.api.overload import Admission
@@ -63,6 +63,8 @@ def create_app(settings: Settings) -> FastAPI:
         if services.reads.lag is not None:
             # The replica is read from the first request on when its lag is known to be low.
             await services.reads.lag.check()
+        # Before ready: the first requests would pay for this with a late loop (shed answers).
+        await startup.prepare(app.router, services)
         try:
             yield
         finally:

@@ -21,7 +21,7 @@ import math
 from typing import Any
 
 import orjson
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstream import metrics
 from memstream.api.errors import error_body
@@ -141,14 +141,27 @@ class Admission:
             self.slots.release()
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The app's lifespan with the loop's watch running beside it."""
-        watch = asyncio.create_task(self._watch())
+        """The app's lifespan with the loop's watch running beside it once the app is ready.
+
+        Startup holds the loop on purpose (connections, the one-time work done before the first
+        request, a full collection): watched, it would pass for lag and degrade the first
+        second or two of answers of every process that just started, on a quiet machine too.
+        """
+        watch: asyncio.Task[None] | None = None
+
+        async def started(message: Message) -> None:
+            nonlocal watch
+            if message["type"] == "lifespan.startup.complete" and watch is None:
+                watch = asyncio.create_task(self._watch())
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, started)
         finally:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+            if watch is not None:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
 
     async def _watch(self) -> None:
         loop = asyncio.get_running_loop()

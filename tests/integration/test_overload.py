@@ -34,6 +34,9 @@ pytestmark = pytest.mark.integration
 
 HANG = 20.0  # a request not answered by then is taken for one that queued without bound
 BURST = 40
+# A request every 50 ms or so for the first seconds of serving: the first request's route
+# building (at once) and the first full collection (some 6 s in) used to hold the loop.
+YOUNG_SECONDS = 8.0
 OVERLOAD = "memstream_api_overload_total"
 
 
@@ -66,6 +69,18 @@ def context_body(tenant: str, n: int) -> dict[str, str]:
         "agent_id": "a1",
         "conversation_id": f"c{n}",
         "query": "where did I say the train to Vienna leaves from?",
+    }
+
+
+def memory_body(tenant: str, n: int) -> dict[str, str]:
+    """A memory of ``context_body``'s user ``n`` that its query finds."""
+    return {
+        "tenant_id": tenant,
+        "user_id": f"u{n}",
+        "agent_id": "a1",
+        "cube_id": "user_profile",
+        "memory_type": "pref_mem",
+        "content": "The user takes the night train to Vienna from Lisbon.",
     }
 
 
@@ -145,6 +160,32 @@ async def test_while_the_loop_lags_the_load_path_answers_short_term_only(
             assert degraded >= sum(r.status_code == 200 for r in answers) > 0
             # Once the loop has caught up, long-term memory is searched again.
             await eventually(searched, within=30, what="long-term memory searched again")
+
+
+async def test_a_young_process_answers_its_first_requests_in_full(services: Settings) -> None:
+    """Right after ``/healthz`` first answers, with the rule for a late loop at its default:
+    the one-time work that held a young process's loop is done before it serves."""
+    tenant = unique("overload")
+    # Long limits: only the rule for a late loop may shed long-term memory here.
+    limits = {"short_term_timeout_seconds": 10, "long_term_timeout_seconds": 10}
+    with api(**limits) as (_, settings):
+        async with httpx.AsyncClient(base_url=api_url(settings), timeout=HANG) as client:
+            for n in range(4):
+                # Memories to find, so that answers are budgeted (their tokens counted).
+                added = await client.post("/v1/memories", json=memory_body(tenant, n))
+                assert added.status_code == 201, added.text
+            loop = asyncio.get_running_loop()
+            until = loop.time() + YOUNG_SECONDS
+            answers = []
+            while loop.time() < until:
+                body = context_body(tenant, len(answers) % 4)
+                answers.append(await client.post("/v1/context", json=body))
+                await asyncio.sleep(0.05)
+            shed = await worker_metric(settings.api_port, OVERLOAD, action="degraded", reason="lag")
+    assert {r.status_code for r in answers} == {200}
+    degraded = [(n, r.json()["degraded"]) for n, r in enumerate(answers) if r.json()["degraded"]]
+    assert degraded == [] and shed == 0, f"{len(degraded)} of {len(answers)} shed: {degraded[:5]}"
+    assert all(r.json()["long_term"]["items"] for r in answers)
 
 
 async def test_the_load_paths_limits_count_from_the_requests_arrival(services: Settings) -> None:

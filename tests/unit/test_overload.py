@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import Message
 
 from memstream.api.overload import ARRIVED, LAGGING, Admission, LagMeter, Slots
 
@@ -109,3 +113,44 @@ async def test_a_lagging_loop_marks_the_request() -> None:
     async with client:
         answer = await client.get("/v1/slow")
     assert answer.status_code == 200 and answer.json()["lagging"] is True
+
+
+def hold(seconds: float) -> None:
+    """Keep the loop from running, as a long callback does."""
+    time.sleep(seconds)
+
+
+async def lifespan_started(app: Admission) -> tuple[asyncio.Task[None], asyncio.Queue[Message]]:
+    """``app``'s lifespan run up to its startup's end, as a server runs it before serving."""
+    inbox: asyncio.Queue[Message] = asyncio.Queue()
+    outbox: asyncio.Queue[Message] = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    scope = {"type": "lifespan", "asgi": {"version": "3.0"}}
+    running = asyncio.create_task(app(scope, inbox.get, outbox.put))
+    assert (await outbox.get())["type"] == "lifespan.startup.complete"
+    return running, inbox
+
+
+async def test_startup_holding_the_loop_is_not_lag_but_a_hold_once_serving_is() -> None:
+    @asynccontextmanager
+    async def startup(_: Starlette) -> AsyncIterator[None]:
+        await asyncio.sleep(0)  # a connection opened, say
+        hold(0.3)  # then one-time work done before serving, on purpose
+        yield
+
+    async def probe(request: Request) -> JSONResponse:
+        return JSONResponse({"lagging": request.scope[LAGGING]})
+
+    app = Starlette(routes=[Route("/v1/probe", probe)], lifespan=startup)
+    admission = Admission(app, max_in_flight=4, queue_seconds=0, lag_seconds=0.1)
+    running, inbox = await lifespan_started(admission)
+    transport = httpx.ASGITransport(app=admission)
+    async with httpx.AsyncClient(transport=transport, base_url="http://memstream") as client:
+        first = await client.get("/v1/probe")
+        await asyncio.sleep(0.1)  # the watch wakes up on time once at least
+        hold(0.3)  # a callback holding the loop while serving
+        held = await client.get("/v1/probe")
+    await inbox.put({"type": "lifespan.shutdown"})
+    await running
+    assert first.json()["lagging"] is False
+    assert held.json()["lagging"] is True
