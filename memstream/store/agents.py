@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Executable, select
+from sqlalchemy import Executable, bindparam, select
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -45,21 +45,25 @@ def bound_model(config: AgentConfig | None, models: Mapping[str, str]) -> str | 
     return models.get(target) if target else None
 
 
+# Built once: a config read on the load path costs no statement construction.
+_GET = select(
+    t.c.tenant_id,
+    t.c.agent_id,
+    t.c.long_memory_provider,
+    t.c.open_long_memory,
+    t.c.context_rounds,
+    t.c.model_target_id,
+).where(t.c.tenant_id == bindparam("tenant_id"), t.c.agent_id == bindparam("agent_id"))
+
+
 class AgentConfigStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
     async def get(self, tenant_id: str, agent_id: str) -> AgentConfig | None:
-        query = select(
-            t.c.tenant_id,
-            t.c.agent_id,
-            t.c.long_memory_provider,
-            t.c.open_long_memory,
-            t.c.context_rounds,
-            t.c.model_target_id,
-        ).where(t.c.tenant_id == tenant_id, t.c.agent_id == agent_id)
+        params = {"tenant_id": tenant_id, "agent_id": agent_id}
         async with self._engine.connect() as conn:
-            row = (await conn.execute(query)).first()
+            row = (await conn.execute(_GET, params)).first()
         if row is None:
             return None
         values = dict(row._mapping)

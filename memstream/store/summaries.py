@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Executable, and_, func, or_, select, tuple_
+from sqlalchemy import Executable, and_, bindparam, func, or_, select, tuple_
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -48,16 +48,20 @@ class Covering:
     last_message_id: int
 
 
+# Built once (the load path reads a summary on every cache miss): no per-call construction.
+_GET = select(t.c.summary, t.c.token_count).where(
+    t.c.tenant_id == bindparam("tenant_id"), t.c.conversation_id == bindparam("conversation_id")
+)
+
+
 class SummaryStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
     async def get(self, tenant_id: str, conversation_id: str) -> Summary | None:
-        query = select(t.c.summary, t.c.token_count).where(
-            t.c.tenant_id == tenant_id, t.c.conversation_id == conversation_id
-        )
+        params = {"tenant_id": tenant_id, "conversation_id": conversation_id}
         async with self._engine.connect() as conn:
-            row = (await conn.execute(query)).first()
+            row = (await conn.execute(_GET, params)).first()
         return None if row is None else Summary(row.summary, row.token_count)
 
     async def uncovered_counts(
