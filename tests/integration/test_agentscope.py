@@ -45,15 +45,12 @@ def served(services: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """One API and one worker for the module, each test on a tenant (and key) of its own."""
     keys = ",".join(f"key-{tenant}:{tenant}" for tenant in TENANTS.values())
     # The load path's time limit on long-term memory is for production latency: on a loaded
-    # test machine a cold first search can take longer, and answer empty (degraded). Likewise
-    # the overload rule for a late event loop: a young API process's loop runs late while it
-    # warms up and would shed the long-term part these tests look at (tested in test_overload).
+    # test machine a cold first search can take longer, and answer empty (degraded).
     settings = isolated_settings(
         api_port=free_port(),
         log_level="WARNING",
         api_keys=keys,
         long_term_timeout_seconds=10,
-        api_lag_seconds=5,
     )
     worker = WorkerProcess(settings, tmp_path_factory.mktemp("agentscope"))
     with api_process(settings) as url:
