@@ -35,7 +35,7 @@ SUBSET = Subset(samples=5, sessions=3)
 """Every conversation of the dev split cut to its first three sessions: 15 sessions, 327 turns,
 95 questions, so every speaker pair is in it and each conversation's second and third sessions
 meet the memories of its first (the conflict resolver is asked). With the model, about a
-minute or two a session on a shared core: the full split (272 sessions) would take hours."""
+minute or two a session on a shared core: the full split (128 sessions) would take hours."""
 THREADS = 1
 """The server's threads. On two cores shared with other jobs, two threads answered at 1.3
 tokens/s and one at 18 (the same request, one after the other): llama.cpp's threads wait on
