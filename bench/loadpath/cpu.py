@@ -22,11 +22,9 @@ from bench.loadpath.open_loop import load_client, open_loop
 from bench.loadpath.platform import CONVERSATIONS, TENANT, bodies, loadavg, reset_conversations
 from bench.loadpath.profiling import print_profile, profiler
 from bench.loadpath.requests import configure_agents
-from bench.loadpath.servers import Server
+from bench.loadpath.servers import memstream_api
 from bench.support import isolated_settings
-from memstream.launch import memstream_argv, settings_env
 from memstream.settings import Settings
-from tests.support.settings import free_port
 
 RATE = float(os.environ.get("BENCH_CPU_RATE", "20"))
 SECONDS = int(os.environ.get("BENCH_CPU_SECONDS", "30"))
@@ -45,14 +43,7 @@ async def main() -> None:
     await reset_conversations(settings)
     await load_conversations(settings, TENANT, CONVERSATIONS, random.Random(1))
     logs = Path(tempfile.mkdtemp(prefix="bench-loadcpu-"))
-    port = free_port()
-    server = Server(
-        "memstream api",
-        memstream_argv("api"),
-        settings_env(settings.model_copy(update={"api_port": port})),
-        port,
-        logs / "memstream-api.log",
-    )
+    server = memstream_api(settings, logs / "memstream-api.log")
     server.start()
     try:
         await configure_agents(server, TENANT)

@@ -41,12 +41,10 @@ from bench.loadpath import bulk
 from bench.loadpath.data import AGENTS, agent_of, load_conversations, query_text
 from bench.loadpath.open_loop import OpenLoop, load_client, open_loop
 from bench.loadpath.requests import configure_agents
-from bench.loadpath.servers import Server
+from bench.loadpath.servers import Server, memstream_api
 from bench.support import isolated_settings
-from memstream.launch import memstream_argv, settings_env
 from memstream.settings import Settings
 from memstream.store.database import create_engine
-from tests.support.settings import free_port
 
 TENANT = "platform"
 USERS = int(os.environ.get("BENCH_PLATFORM_USERS", "20000"))
@@ -199,19 +197,10 @@ async def reset_conversations(settings: Settings) -> None:
 
 
 def api_servers(settings: Settings, logs: Path) -> list[Server]:
-    out = []
-    for n in range(2):
-        port = free_port()
-        out.append(
-            Server(
-                f"memstream api {n + 1}",
-                memstream_argv("api"),
-                settings_env(settings.model_copy(update={"api_port": port})),
-                port,
-                logs / f"memstream-api-{n + 1}.log",
-            )
-        )
-    return out
+    return [
+        memstream_api(settings, logs / f"memstream-api-{n + 1}.log", f"memstream api {n + 1}")
+        for n in range(2)
+    ]
 
 
 async def main() -> None:

@@ -66,15 +66,20 @@ class Server:
             self.process.stop()
 
 
-def servers(settings: Settings, log_dir: Path) -> tuple[Server, Server]:
+def memstream_api(settings: Settings, log_path: Path, name: str = "memstream api") -> Server:
+    """``memstream api`` on ``settings``, on a free port of its own."""
     port = free_port()
-    memstream = Server(
-        "memstream api",
+    return Server(
+        name,
         memstream_argv("api"),
         settings_env(settings.model_copy(update={"api_port": port})),
         port,
-        log_dir / "memstream-api.log",
+        log_path,
     )
+
+
+def servers(settings: Settings, log_dir: Path) -> tuple[Server, Server]:
+    memstream = memstream_api(settings, log_dir / "memstream-api.log")
     port = free_port()
     reference = Server(
         "reference api",
