@@ -15,7 +15,8 @@ missing first record only where an offset was committed, and by one too few ther
 first record a worker should handle after taking a partition over, when Faust dropped it
 around the rebalance (it resumes the partitions before it seeks them back), was committed as
 done once the records after it were acknowledged, and never handled: its session was lost.
-Here the run must start at the next offset to commit (``committable``), and a partition whose
+Here the run must start at the next offset to commit (``committable``), offsets Faust did not
+read are never taken for a gap in the log (it would commit past them), and a partition whose
 next record is neither acknowledged nor in flight while later ones are is sought back to it,
 to read it again (``lost``). A record Faust skips unhandled (read from the previous generation
 or while the flow is stopped for a rebalance) is acknowledged by Faust all the same: such an
@@ -112,13 +113,16 @@ class Consumer(driver.Consumer):
         return committed if committed is not None else self._next_offsets.get(tp)
 
     def _new_offset(self, tp: TP) -> int | None:
-        next_offset = self._next_offset(tp)
-        if next_offset is not None and self._gap[tp].overlaps(next_offset):
-            next_offset = None  # a gap Faust knows of (compaction, transaction markers)
-        if not committable(self._acked[tp], next_offset):
+        if not committable(self._acked[tp], self._next_offset(tp)):
             return None
         offset: int | None = super()._new_offset(tp)
         return offset
+
+    async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
+        """Faust takes offsets it did not read after the one it read last for offsets that do
+        not exist (compacted away, transaction markers), and commits past them. memstream's
+        stage topics have neither: offsets not read there were dropped around a rebalance
+        (read, sought back, not read again), so they are read again, never taken for done."""
 
     def ack(self, message: Message) -> bool:
         if self._skipped(message):

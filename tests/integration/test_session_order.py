@@ -223,17 +223,6 @@ def own_port(settings: Settings) -> Settings:
     return settings.model_copy(update={"worker_web_port": free_port()})
 
 
-# Records lost at worker handovers (the first record after a partition was taken over,
-# committed unhandled) no longer stall sessions, and a session read again upstream is no longer
-# applied again after the next. Still seen in about one run in five or six: one user's older
-# fact left live beside the newer one, both sessions stored in order (session 2 applied with a
-# plan made before session 1 was applied, around a memory worker stopped while it still handled
-# records). Kept running so that every run reports it (XFAIL, or XPASS when it held).
-@pytest.mark.xfail(
-    reason="one plan can still miss the previous session's fact across a worker stop "
-    "(under investigation)",
-    strict=False,
-)
 async def test_every_user_ends_with_the_newer_fact_through_worker_faults(
     services, tenant, engine, start_worker, monkeypatch
 ):

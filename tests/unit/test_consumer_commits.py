@@ -58,6 +58,18 @@ def test_the_first_record_of_a_partition_never_committed_is_not_committed_unhand
     assert c._new_offset(tp) == 5
 
 
+async def test_offsets_faust_did_not_read_are_not_taken_for_missing_ones():
+    """Records dropped around a rebalance leave offsets unread after the last one read: Faust
+    takes them for a gap (compacted away) and would commit past them."""
+    tp = TP(TOPIC, 1)
+    c = consumer()
+    c._committed_offset[tp] = 17
+    c._read_offset[tp] = 16
+    await c._add_gap(tp, 17, 23)
+    c._acked[tp] = [24, 25]
+    assert c._new_offset(tp) is None
+
+
 def message(offset: int, generation: int) -> Message:
     return Message(TOPIC, 1, offset, 0.0, 0, None, b"k", b"v", None, generation_id=generation)
 
