@@ -21,13 +21,19 @@ next record is neither acknowledged nor in flight while later ones are is sought
 to read it again (``lost``). A record Faust skips unhandled (read from the previous generation
 or while the flow is stopped for a rebalance) is acknowledged by Faust all the same: such an
 acknowledgement counts for nothing here, the record is read again from the committed offset.
+
+Committing in order is not enough for the stages that keep a user's sessions in order: a record
+handled past one that was dropped has been applied before it by the time the dropped one is read
+again. So records are also handed to the stages in order (``delivery``): a partition's record
+past the next one it should deliver is not handed on, and the partition is sought back to that
+one, which comes first again.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
 import faust
@@ -42,6 +48,9 @@ CHANGELOG_SUFFIX = "-changelog"
 REREAD_AFTER_SECONDS = 10.0
 """How long a partition sought back to a lost record waits before it is sought back again (the
 record may take that long to come back on a busy worker)."""
+HOLE_SEEKS = 3
+"""How many times a partition is sought back to a record that does not come: past that it is
+gone (the topic's retention deleted it), and the records after it are handed on."""
 IN_FLIGHT_SECONDS = 45.0
 """How long a missing record counts as in flight while Faust still holds it unacknowledged:
 the session stage handles records side by side and waits up to 30 s on the history stage, but
@@ -85,6 +94,16 @@ def lost(
     return next_offset not in in_flight or waited >= IN_FLIGHT_SECONDS
 
 
+def delivery(expected: int | None, offset: int, sought: int) -> str:
+    """What becomes of a record at ``offset`` when its partition should deliver ``expected``
+    next (None: not known) and was sought back to it ``sought`` times: ``deliver`` it (a
+    record read again is delivered again: the stages are idempotent), or ``seek`` back to
+    ``expected``, the records between having been dropped unhandled."""
+    if expected is None or offset <= expected or sought >= HOLE_SEEKS:
+        return "deliver"
+    return "seek"
+
+
 class ConsumerThread(driver.AIOKafkaConsumerThread):
     async def seek_to_committed(self) -> Mapping[TP, int]:
         result: Mapping[TP, int] = await self.call_thread(
@@ -99,6 +118,8 @@ class Consumer(driver.Consumer):
         self._next_offsets: dict[TP, int] = {}  # where each partition was sought to
         self._reread: dict[TP, tuple[int, float]] = {}  # sought back to, and when
         self._missing: dict[TP, tuple[int, float]] = {}  # a next record missing, since when
+        self._expected: dict[TP, int] = {}  # the next offset to hand on, per partition
+        self._holes: dict[TP, tuple[int, int]] = {}  # sought back to, how many times
 
     def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
         return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -106,7 +127,45 @@ class Consumer(driver.Consumer):
     async def seek_to_committed(self) -> Mapping[TP, int]:
         committed = await super().seek_to_committed()
         self._next_offsets = {tp: offset for tp, offset in committed.items() if offset is not None}
+        self._expected = {
+            tp: offset for tp, offset in self._next_offsets.items() if not is_changelog(tp.topic)
+        }
         return committed
+
+    async def seek(self, partition: TP, offset: int) -> None:
+        await super().seek(partition, offset)
+        if not is_changelog(partition.topic):
+            self._expected[partition] = offset
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:  # noqa: ASYNC109 (Faust's signature)
+        """Faust's batch, each partition's records handed on only in order (``delivery``)."""
+        holes: dict[TP, int] = {}
+        async for tp, message in super().getmany(timeout):
+            if tp in holes:
+                continue
+            expected = self._expected.get(tp)
+            hole, sought = self._holes.get(tp, (-1, 0))
+            verdict = delivery(expected, message.offset, sought if hole == expected else 0)
+            if verdict == "seek" and expected is not None:
+                holes[tp] = expected
+                continue
+            if expected is not None and message.offset > expected:
+                log.warning(
+                    "%s[%d]@%d..%d did not come back: gone, the records after them go on",
+                    tp.topic, tp.partition, expected, message.offset - 1,
+                )  # fmt: skip
+            if expected is not None:
+                self._expected[tp] = max(expected, message.offset + 1)
+                self._holes.pop(tp, None)
+            yield tp, message
+        for tp, offset in holes.items():
+            hole, sought = self._holes.get(tp, (-1, 0))
+            self._holes[tp] = (offset, sought + 1 if hole == offset else 1)
+            log.warning(
+                "%s[%d]@%d was skipped on its way to the stages: read again from it",
+                tp.topic, tp.partition, offset,
+            )  # fmt: skip
+            await self.seek(tp, offset)
 
     def _next_offset(self, tp: TP) -> int | None:
         committed: int | None = self._committed_offset[tp]
@@ -198,6 +257,7 @@ __all__ = [
     "ConsumerThread",
     "Transport",
     "committable",
+    "delivery",
     "lost",
     "seek_to_committed",
 ]

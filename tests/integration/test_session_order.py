@@ -223,17 +223,6 @@ def own_port(settings: Settings) -> Settings:
     return settings.model_copy(update={"worker_web_port": free_port()})
 
 
-# Records the worker's Faust consumer dropped around handovers are no longer committed
-# unhandled (they stalled sessions, or let a session 2 go first), and a session read again
-# upstream is no longer applied again. Still seen in 1 of 10 runs since: one user's session 2
-# applied before session 1, whose placeholder the conflict stage read only once it had gone
-# back for records dropped at a handover, after handling the records behind them. Kept running
-# so that every run reports it (XFAIL, or XPASS when it held).
-@pytest.mark.xfail(
-    reason="the conflict stage can handle records past ones dropped at a handover before it "
-    "reads those again (under investigation)",
-    strict=False,
-)
 async def test_every_user_ends_with_the_newer_fact_through_worker_faults(
     services, tenant, engine, start_worker, monkeypatch
 ):

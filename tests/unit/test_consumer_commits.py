@@ -3,9 +3,18 @@ record it did not handle, the first one after a partition was taken over include
 
 from __future__ import annotations
 
+from faust.transport.drivers import aiokafka as driver
 from faust.types import TP, Message
 
-from memstream.streams.consumer import IN_FLIGHT_SECONDS, App, Consumer, committable, lost
+from memstream.streams.consumer import (
+    HOLE_SEEKS,
+    IN_FLIGHT_SECONDS,
+    App,
+    Consumer,
+    committable,
+    delivery,
+    lost,
+)
 from tests.support.settings import unique
 
 TOPIC = "memory.session-ended"
@@ -90,3 +99,40 @@ def test_a_record_faust_skips_unhandled_is_not_counted_as_acknowledged():
     stopped = message(13, generation=4)
     assert not c.ack(stopped)
     assert c._acked[stopped.tp] == [11]
+
+
+def test_a_record_past_the_next_one_to_deliver_sends_the_partition_back():
+    assert delivery(12, 12, sought=0) == "deliver"
+    assert delivery(12, 9, sought=0) == "deliver"  # read again after a seek back
+    assert delivery(None, 40, sought=0) == "deliver"  # a partition not sought yet
+    assert delivery(12, 13, sought=0) == "seek"
+    # Sought back as often as it takes a record to come back: the topic no longer has it.
+    assert delivery(12, 13, sought=HOLE_SEEKS) == "deliver"
+
+
+async def test_records_after_a_dropped_one_wait_for_it(monkeypatch):
+    """At a handover Faust dropped 12 (fetched before its partitions were sought back): 13 and
+    14 are not handed to the stage before 12 is read again, nor is another partition held."""
+    tp, other = TP(TOPIC, 1), TP(TOPIC, 2)
+    batches = [
+        [(tp, message(13, 1)), (other, message(5, 1)), (tp, message(14, 1))],
+        [(tp, message(12, 1)), (tp, message(13, 1))],
+    ]
+    sought: list[tuple[TP, int]] = []
+
+    async def fetched(self, *_):
+        for record in batches.pop(0):
+            yield record
+
+    async def seek(self, partition, offset):
+        sought.append((partition, offset))
+
+    monkeypatch.setattr(driver.Consumer, "getmany", fetched)
+    monkeypatch.setattr(driver.Consumer, "seek", seek)
+    c = consumer()
+    c._expected = {tp: 12, other: 5}
+    first = [(t, m.offset) for t, m in [x async for x in c.getmany(1.0)]]
+    assert first == [(other, 5)] and sought == [(tp, 12)]
+    second = [(t, m.offset) for t, m in [x async for x in c.getmany(1.0)]]
+    assert second == [(tp, 12), (tp, 13)]
+    assert c._expected == {tp: 14, other: 6}
