@@ -15,6 +15,7 @@ from starlette.routing import Route
 from starlette.types import Message
 
 from memstream.api.overload import ARRIVED, LAGGING, Admission, LagMeter, Slots
+from tests.support.waiting import eventually
 
 
 def wakes(*times: tuple[float, float]) -> LagMeter:
@@ -147,7 +148,11 @@ async def test_startup_holding_the_loop_is_not_lag_but_a_hold_once_serving_is() 
     transport = httpx.ASGITransport(app=admission)
     async with httpx.AsyncClient(transport=transport, base_url="http://memstream") as client:
         first = await client.get("/v1/probe")
-        await asyncio.sleep(0.1)  # the watch wakes up on time once at least
+
+        async def watching() -> bool:  # the watch is waiting for its next wake-up
+            return admission.meter._due is not None
+
+        await eventually(watching, within=5, what="the loop's watch running")
         hold(0.3)  # a callback holding the loop while serving
         held = await client.get("/v1/probe")
     await inbox.put({"type": "lifespan.shutdown"})
