@@ -8,6 +8,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.transport import Response
 
 from tests.support.processes import api_process
 from tests.support.settings import free_port, isolated_settings
@@ -48,6 +49,21 @@ def test_no_input_causes_a_server_error(served_api: str) -> None:
                     response.status_code == 503 and response.json()["status"] == "not_ready"
                 ), response.text
                 return
-            case.call_and_validate(checks=[not_a_server_error])
+            response = case.call()
+            if _unconfigured_provider(response):
+                return
+            case.validate_response(response, checks=[not_a_server_error])
 
         no_server_error()
+
+
+def _unconfigured_provider(response: Response) -> bool:
+    """The documented 503 of forgetting in a provider this deployment has no URL for: the
+    generated requests may configure an agent for MemOS or Mem0 (``PUT .../config``), and none
+    is configured here. Any other 5xx is still a bug."""
+    if response.status_code != 503:
+        return False
+    error = response.json().get("error", {})
+    return error.get("code") == "provider_unavailable" and "is not configured" in error.get(
+        "message", ""
+    )
