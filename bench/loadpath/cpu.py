@@ -5,7 +5,10 @@ process's own CPU time (utime + stime) over the measured window per answered req
 ``BENCH_CPU_RATE`` (default 20 requests/s), ``BENCH_CPU_SECONDS`` (30), ``BENCH_PROFILE=FILE``
 for a py-spy profile of the measured window (the samples holding the GIL). The overload rule
 for a late event loop is off (``MEMSTREAM_API_LAG_SECONDS``=60): every answer is meant to be
-a full one. ``python -m bench loadcpu``."""
+a full one. The load comes from vegeta when there is one (``bench.loadpath.open_loop.vegeta``),
+else from the benchmark's own client. Beside the server's CPU (user and system apart), the
+database's and Redis's per request, read off their processes (a server on this machine that
+listens on the settings' port). ``python -m bench loadcpu``."""
 
 from __future__ import annotations
 
@@ -18,11 +21,11 @@ from pathlib import Path
 
 from bench.loadpath import bulk
 from bench.loadpath.data import load_conversations, query_text
-from bench.loadpath.open_loop import load_client, open_loop
+from bench.loadpath.open_loop import load_client, open_loop, vegeta, vegeta_loop
 from bench.loadpath.platform import CONVERSATIONS, TENANT, bodies, loadavg, reset_conversations
 from bench.loadpath.profiling import print_profile, profiler
 from bench.loadpath.requests import configure_agents
-from bench.loadpath.servers import memstream_api
+from bench.loadpath.servers import listening_pid, memstream_api, process_times
 from bench.support import isolated_settings
 from memstream.settings import Settings
 
@@ -60,12 +63,29 @@ async def main() -> None:
             idle_from = server.cpu_seconds()
             await asyncio.sleep(IDLE_SECONDS)
             idle = (server.cpu_seconds() - idle_from) / IDLE_SECONDS
+            peers = {
+                "database": listening_pid(settings.database_url),
+                "Redis": listening_pid(str(settings.redis_url)),
+            }
+            these = bodies(users, round(RATE * SECONDS), 9, queries)
+            before = {name: process_times(pid) for name, pid in peers.items() if pid}
+            server_before = process_times(server.pid)
             spy = profiler(server, SECONDS, gil=True)
-            r = await open_loop(
-                [client], [server], bodies(users, round(RATE * SECONDS), 9, queries), RATE, SECONDS
-            )
+            generator = vegeta()
+            if generator is not None:
+                r = await vegeta_loop(generator, [client], [server], these, RATE, SECONDS)
+            else:
+                r = await open_loop([client], [server], these, RATE, SECONDS)
             if spy is not None:
                 spy.wait()
+            user, system = (
+                1000 * (after - was) / max(1, r.answered)
+                for after, was in zip(process_times(server.pid), server_before, strict=True)
+            )
+            elsewhere = {
+                name: 1000 * sum(process_times(peers[name])) - 1000 * sum(was)
+                for name, was in before.items()
+            }
         finally:
             await client.aclose()
         full = r.answered - r.degraded - sum(r.errors.values())
@@ -73,8 +93,14 @@ async def main() -> None:
             f"  {RATE:g} req/s for {SECONDS} s: {r.answered}/{r.offered} answered, {full} full,"
             f" degraded {dict(r.degraded_parts) or 'none'}, errors {dict(r.errors) or 'none'},"
             f" {r.with_items} with long-term items"
-            f"\n    server CPU {r.cpu_ms:.2f} ms/request (utime + stime of the process;"
-            f" {1000 * idle:.1f} ms/s when idle, {1000 * idle / RATE:.2f} ms/request of it);"
+            f"\n    server CPU {r.cpu_ms:.2f} ms/request (utime {user:.2f} + stime {system:.2f}"
+            f" of the process; {1000 * idle:.1f} ms/s when idle,"
+            f" {1000 * idle / RATE:.2f} ms/request of it);"
+            + "".join(
+                f" {name} {ms / max(1, r.answered):.2f} ms/request;"
+                for name, ms in elsewhere.items()
+            )
+            + f"\n    load generator: {generator or 'this process (httpx)'};"
             f" latency p50 {r.percentile(50):.1f} ms, p99 {r.percentile(99):.1f} ms;"
             f" load average {loadavg()}\n    {r.usage[0].describe()}"
         )

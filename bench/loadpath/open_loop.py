@@ -4,9 +4,14 @@ schedule whatever the responses do; latency counts from the scheduled send time)
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -168,3 +173,74 @@ async def open_loop(
         usage=usage,
         inside=inside,
     )
+
+
+def vegeta() -> str | None:
+    """The vegeta binary to generate the load with (``BENCH_VEGETA``, else on ``PATH``), or
+    None: the benchmark's own client then sends it."""
+    return os.environ.get("BENCH_VEGETA") or shutil.which("vegeta")
+
+
+async def vegeta_loop(
+    binary: str,
+    clients: Sequence[httpx.AsyncClient],
+    servers: Sequence[Server],
+    bodies: Sequence[dict[str, Any]],
+    rate: float,
+    seconds: int,
+) -> OpenLoop:
+    """``open_loop`` with the requests sent by vegeta (Go, a constant-rate open loop): a few
+    hundredths of a core at 200 requests/s where the Python client takes more than half of
+    one on the same cores as the servers. Same schedule and round robin; each latency counts
+    from the moment vegeta's pacer released the request (it starts a new worker rather than
+    hold one back, so that is the scheduled time unless the generator itself is starved)."""
+    count = round(rate * seconds)
+    folder = Path(tempfile.mkdtemp(prefix="bench-vegeta-"))
+    targets = folder / "targets.jsonl"
+    with targets.open("wb") as fh:
+        for i in range(count):
+            target = {
+                "method": "POST",
+                "url": f"{servers[i % len(servers)].base}/v1/context",
+                "body": base64.b64encode(orjson.dumps(bodies[i % len(bodies)])).decode(),
+                "header": {"Content-Type": ["application/json"]},
+            }
+            fh.write(orjson.dumps(target) + b"\n")
+    histogram = await _histograms(clients)
+    before = [Usage.now(server) for server in servers]
+    attack = await asyncio.create_subprocess_exec(
+        binary, "attack", "-format=json", f"-targets={targets}", f"-rate={rate:g}/1s",
+        f"-duration={seconds}s", f"-timeout={TIMEOUT_SECONDS:g}s", "-workers=32",
+        f"-output={folder / 'results.bin'}",
+    )  # fmt: skip
+    if await attack.wait() != 0:
+        raise RuntimeError(f"vegeta attack exited with {attack.returncode}")
+    usage = [Usage.now(server).since(b) for server, b in zip(servers, before, strict=True)]
+    inside = {le: n - histogram.get(le, 0.0) for le, n in (await _histograms(clients)).items()}
+    encode = await asyncio.create_subprocess_exec(
+        binary, "encode", "-to=json", str(folder / "results.bin"),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await encode.communicate()
+    shutil.rmtree(folder)
+    r = OpenLoop(count, 0, [], Counter(), 0, Counter(), 0, 0.0, 0.0, usage, inside)
+    for line in out.splitlines():
+        result = orjson.loads(line)
+        r.latencies_ms.append(result["latency"] / 1e6)
+        code = result["code"]
+        if code == 0:  # no answer
+            error = result["error"]
+            r.errors["timeout" if "Timeout" in error or "deadline" in error else error] += 1
+            continue
+        r.answered += 1
+        if code != 200:
+            r.errors[f"HTTP {code}"] += 1
+            continue
+        answer = orjson.loads(base64.b64decode(result["body"]))
+        if answer["degraded"]:
+            r.degraded += 1
+            r.degraded_parts.update(answer["degraded"])
+        if answer["long_term"]["items"]:
+            r.with_items += 1
+    r.cpu_ms = 1000 * sum(u.server_seconds for u in usage) / max(1, r.answered)
+    return r

@@ -39,7 +39,7 @@ from sqlalchemy import text
 
 from bench.loadpath import bulk
 from bench.loadpath.data import AGENTS, agent_of, load_conversations, query_text
-from bench.loadpath.open_loop import OpenLoop, load_client, open_loop
+from bench.loadpath.open_loop import OpenLoop, load_client, open_loop, vegeta, vegeta_loop
 from bench.loadpath.requests import configure_agents
 from bench.loadpath.servers import Server, memstream_api
 from bench.support import isolated_settings
@@ -239,9 +239,13 @@ async def main() -> None:
         gc.freeze()  # the client shares this process: no collector pauses mid-schedule
         clients = [load_client(server) for server in apis]
         try:
+            generator = vegeta()
+            print(f"  load generator: {generator or 'the benchmark process (httpx)'}")
 
             async def run(users_: int, rate: float, seconds: int, seed: int) -> OpenLoop:
                 these = bodies(users_, round(rate * seconds), seed, queries)
+                if generator is not None:
+                    return await vegeta_loop(generator, clients, apis, these, rate, seconds)
                 return await open_loop(clients, apis, these, rate, seconds)
 
             print(f"  {PROBES} requests one at a time (no load but the machine's):")

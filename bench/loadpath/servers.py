@@ -9,6 +9,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
 from bench.support import REPO
 from memstream.launch import Launched, memstream_argv, settings_env
 from memstream.settings import Settings
@@ -47,10 +49,7 @@ class Server:
 
     def cpu_seconds(self) -> float:
         """utime + stime of the server process (all its threads) so far."""
-        with open(f"/proc/{self.pid}/stat") as fh:
-            fields = fh.read().rpartition(")")[2].split()
-        # After the command name: state is field 3, utime and stime are fields 14 and 15.
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return sum(process_times(self.pid))
 
     def runqueue_seconds(self) -> float:
         """How long the server's main thread (the event loop) has waited for a CPU while
@@ -64,6 +63,38 @@ class Server:
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop()
+
+
+def process_times(pid: int) -> tuple[float, float]:
+    """utime and stime of process ``pid`` (all its threads) so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rpartition(")")[2].split()
+    # After the command name: state is field 3, utime and stime are fields 14 and 15.
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def listening_pid(url: str) -> int | None:
+    """The process of this machine listening on ``url``'s port (a database or Redis the
+    benchmark talks to), or None when it is elsewhere or not ours to read."""
+    port = make_url(url).port
+    if port is None:
+        return None
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as fh:
+            for line in list(fh)[1:]:
+                local, state, inode = (line.split()[i] for i in (1, 3, 9))
+                if state == "0A" and int(local.rpartition(":")[2], 16) == port:  # LISTEN
+                    inodes.add(f"socket:[{inode}]")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in fds):
+                return int(pid)
+        except OSError:
+            continue
+    return None
 
 
 def memstream_api(settings: Settings, log_path: Path, name: str = "memstream api") -> Server:

@@ -16,6 +16,7 @@ from prometheus_client import Counter as Metric
 from sqlalchemy import (
     Insert,
     ScalarSelect,
+    Select,
     String,
     bindparam,
     case,
@@ -29,6 +30,7 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.retrieval import DocumentTerms, document_terms
+from memstream.store.database import force_index
 from memstream.store.schema import TERM_CHARS
 from memstream.store.schema import long_term_memory as t
 from memstream.store.schema import memory_term as p
@@ -157,7 +159,7 @@ _FIELD, _RECORD = "\x1f", "\x1e"  # ASCII unit and record separators
 
 def _live_count() -> ScalarSelect[Any]:
     """The user's live memory count (N of the idf), for ``tenant_id`` and ``user_id``."""
-    return (
+    count = (
         select(func.count())
         .select_from(t)
         .where(
@@ -165,8 +167,8 @@ def _live_count() -> ScalarSelect[Any]:
             t.c.user_id == bindparam("user_id"),
             t.c.deleted_at.is_(None),
         )
-        .scalar_subquery()
     )
+    return force_index(count, t, "ix_memory_scope").scalar_subquery()
 
 
 # The postings of the terms ``terms`` of the user's live, indexed memories.
@@ -193,7 +195,14 @@ _POSTING = (
     + _FIELD
     + t.c.cube_id
 )
-_POSTINGS = (
+
+
+def _by_keys(stmt: Select[Any]) -> Select[Any]:
+    """The postings by their primary key, each joined to its memory by the memory's."""
+    return force_index(force_index(stmt, p, "PRIMARY"), t, "PRIMARY")
+
+
+_POSTINGS = _by_keys(
     select(
         p.c.term,
         p.c.field,
@@ -208,7 +217,7 @@ _POSTINGS = (
     .where(*_SCOPE)
     .group_by(p.c.term, p.c.field)
 )
-_POSTING_ROWS = (
+_POSTING_ROWS = _by_keys(
     select(p.c.memory_id, p.c.term, p.c.field, p.c.tf, t.c.term_count, t.c.cube_id, _live_count())
     .select_from(_JOINED)
     .where(*_SCOPE)

@@ -21,6 +21,7 @@ from memstream.memory import (
     NewMemory,
 )
 from memstream.providers.identity import content_hash
+from memstream.store.database import force_index
 from memstream.store.schema import long_term_memory as t
 from memstream.store.schema import memory_embedding as e
 from memstream.text.normalise import fold_spaces_and_case
@@ -223,10 +224,14 @@ async def list_live(
 
 
 # Built once, ``ids`` bound as a list: a search's last statement costs no construction.
-_LIVE_ITEMS = select(*COLUMNS).where(
-    t.c.tenant_id == bindparam("tenant_id"),
-    t.c.id.in_(bindparam("ids", expanding=True)),
-    t.c.deleted_at.is_(None),
+_LIVE_ITEMS = force_index(
+    select(*COLUMNS).where(
+        t.c.tenant_id == bindparam("tenant_id"),
+        t.c.id.in_(bindparam("ids", expanding=True)),
+        t.c.deleted_at.is_(None),
+    ),
+    t,
+    "PRIMARY",
 )
 
 
