@@ -116,7 +116,12 @@ def report(name: str, r: OpenLoop, rate: float) -> Shares:
         f"\n    latency ms  p50 {r.percentile(50):7.1f}  p90 {r.percentile(90):7.1f}"
         f"  p99 {r.percentile(99):7.1f}  max {max(r.latencies_ms, default=float('nan')):7.1f}"
         f"\n    {shares.describe()}; degraded parts {dict(r.degraded_parts) or 'none'}"
-        f"\n    inside the load path (servers' histograms): p50 <= {r.inside_bound_ms(50):g} ms,"
+        + "".join(
+            f"\n    error: {count} x {error}"
+            for error, count in r.errors.items()
+            if error not in ("timeout", "HTTP 503")
+        )
+        + f"\n    inside the load path (servers' histograms): p50 <= {r.inside_bound_ms(50):g} ms,"
         f" p99 <= {r.inside_bound_ms(99):g} ms"
         f"\n    servers' CPU {r.cpu_ms:.2f} ms/request; client max send lag"
         f" {r.max_send_lag_ms:.1f} ms; load average {loadavg()}"
