@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.loadpath import bulk
 from bench.loadpath.data import load_conversations, query_text
-from bench.loadpath.open_loop import load_client, open_loop, vegeta, vegeta_loop
+from bench.loadpath.open_loop import load_client, open_loop, vegeta
 from bench.loadpath.platform import CONVERSATIONS, TENANT, bodies, loadavg, reset_conversations
 from bench.loadpath.profiling import print_profile, profiler
 from bench.loadpath.requests import configure_agents
@@ -72,10 +72,7 @@ async def main() -> None:
             server_before = process_times(server.pid)
             spy = profiler(server, SECONDS, gil=True)
             generator = vegeta()
-            if generator is not None:
-                r = await vegeta_loop(generator, [client], [server], these, RATE, SECONDS)
-            else:
-                r = await open_loop([client], [server], these, RATE, SECONDS)
+            r = await open_loop([client], [server], these, RATE, SECONDS, generator=generator)
             if spy is not None:
                 spy.wait()
             user, system = (

@@ -103,51 +103,85 @@ async def _histograms(clients: Sequence[httpx.AsyncClient]) -> dict[float, float
     return out
 
 
+def vegeta() -> str | None:
+    """The vegeta binary to generate the load with (``BENCH_VEGETA``, else on ``PATH``), or
+    None: the benchmark's own client then sends it."""
+    return os.environ.get("BENCH_VEGETA") or shutil.which("vegeta")
+
+
 async def open_loop(
     clients: Sequence[httpx.AsyncClient],
     servers: Sequence[Server],
     bodies: Sequence[dict[str, Any]],
     rate: float,
     seconds: int,
+    *,
+    generator: str | None = None,
 ) -> OpenLoop:
     """Send ``rate`` requests/s for ``seconds`` on a fixed schedule, whatever the answers do;
     each latency counts from the request's scheduled send time (queueing is not hidden).
-    Request i goes to ``clients[i % len(clients)]`` (a round-robin load balancer), each
-    client on the server of the same index."""
+    Request i goes to the server ``i % len(servers)`` (a round-robin load balancer).
+
+    The requests leave from ``clients`` (one per server, this process), or with
+    ``generator`` from that vegeta binary (Go, a constant-rate open loop): a few hundredths
+    of a core at 200 requests/s where this process's client takes more than half of one, on
+    the same cores as the servers. vegeta counts a latency from the moment its pacer
+    released the request; it starts a new worker rather than hold one back, so that is the
+    scheduled time unless the generator itself is starved."""
     count = round(rate * seconds)
-    latencies: list[float] = []
-    errors: Counter[str] = Counter()
-    degraded_parts: Counter[str] = Counter()
-    counts = {"answered": 0, "degraded": 0, "items": 0}
-    lag = 0.0
+    payloads = [orjson.dumps(bodies[i % len(bodies)]) for i in range(count)]
+    histogram = await _histograms(clients)
+    before = [Usage.now(server) for server in servers]
+    r = OpenLoop(count, 0, [], Counter(), 0, Counter(), 0, 0.0, 0.0, [], {})
+    if generator is None:
+        await _send_from_here(r, clients, payloads, rate)
+    else:
+        await _send_with_vegeta(r, generator, [s.base for s in servers], payloads, rate, seconds)
+    r.usage = [Usage.now(server).since(b) for server, b in zip(servers, before, strict=True)]
+    r.inside = {le: n - histogram.get(le, 0.0) for le, n in (await _histograms(clients)).items()}
+    r.cpu_ms = 1000 * sum(u.server_seconds for u in r.usage) / max(1, r.answered)
+    return r
+
+
+def _answered(r: OpenLoop, latency_ms: float, status: int, body: bytes) -> None:
+    """Count one answer into ``r``: its latency, its status, and a 200's degraded parts."""
+    r.latencies_ms.append(latency_ms)
+    r.answered += 1
+    if status != 200:
+        r.errors[f"HTTP {status}"] += 1
+        return
+    answer = orjson.loads(body)
+    if answer["degraded"]:
+        r.degraded += 1
+        r.degraded_parts.update(answer["degraded"])
+    if answer["long_term"]["items"]:
+        r.with_items += 1
+
+
+def _failed(r: OpenLoop, latency_ms: float, error: str) -> None:
+    """A request without an answer counts in the percentiles too, at the time it took to fail."""
+    r.latencies_ms.append(latency_ms)
+    r.errors[error] += 1
+
+
+async def _send_from_here(
+    r: OpenLoop, clients: Sequence[httpx.AsyncClient], payloads: Sequence[bytes], rate: float
+) -> None:
     loop = asyncio.get_running_loop()
 
     async def send(client: httpx.AsyncClient, payload: bytes, at: float) -> None:
         try:
-            r = await client.post(
+            answer = await client.post(
                 "/v1/context", content=payload, headers={"content-type": "application/json"}
             )
         except httpx.HTTPError as exc:
-            # A failure counts in the percentiles too, at the time it took to fail.
-            latencies.append(1000 * (loop.time() - at))
-            errors["timeout" if isinstance(exc, httpx.TimeoutException) else repr(exc)] += 1
+            timeout = isinstance(exc, httpx.TimeoutException)
+            _failed(r, 1000 * (loop.time() - at), "timeout" if timeout else repr(exc))
             return
-        latencies.append(1000 * (loop.time() - at))
-        counts["answered"] += 1
-        if r.status_code != 200:
-            errors[f"HTTP {r.status_code}"] += 1
-            return
-        answer = orjson.loads(r.content)
-        if answer["degraded"]:
-            counts["degraded"] += 1
-            degraded_parts.update(answer["degraded"])
-        if answer["long_term"]["items"]:
-            counts["items"] += 1
+        _answered(r, 1000 * (loop.time() - at), answer.status_code, answer.content)
 
-    payloads = [orjson.dumps(bodies[i % len(bodies)]) for i in range(count)]
     tasks = []
-    histogram = await _histograms(clients)
-    before = [Usage.now(server) for server in servers]
+    lag = 0.0
     first = loop.time() + 0.05
     for i, payload in enumerate(payloads):
         at = first + i / rate
@@ -158,89 +192,44 @@ async def open_loop(
             lag = max(lag, -delay)
         tasks.append(asyncio.create_task(send(clients[i % len(clients)], payload, at)))
     await asyncio.gather(*tasks)
-    usage = [Usage.now(server).since(b) for server, b in zip(servers, before, strict=True)]
-    inside = {le: n - histogram.get(le, 0.0) for le, n in (await _histograms(clients)).items()}
-    return OpenLoop(
-        offered=count,
-        answered=counts["answered"],
-        latencies_ms=latencies,
-        errors=errors,
-        degraded=counts["degraded"],
-        degraded_parts=degraded_parts,
-        with_items=counts["items"],
-        max_send_lag_ms=1000 * lag,
-        cpu_ms=1000 * sum(u.server_seconds for u in usage) / max(1, counts["answered"]),
-        usage=usage,
-        inside=inside,
-    )
+    r.max_send_lag_ms = 1000 * lag
 
 
-def vegeta() -> str | None:
-    """The vegeta binary to generate the load with (``BENCH_VEGETA``, else on ``PATH``), or
-    None: the benchmark's own client then sends it."""
-    return os.environ.get("BENCH_VEGETA") or shutil.which("vegeta")
-
-
-async def vegeta_loop(
-    binary: str,
-    clients: Sequence[httpx.AsyncClient],
-    servers: Sequence[Server],
-    bodies: Sequence[dict[str, Any]],
-    rate: float,
+async def _send_with_vegeta(
+    r: OpenLoop, binary: str, bases: Sequence[str], payloads: Sequence[bytes], rate: float,
     seconds: int,
-) -> OpenLoop:
-    """``open_loop`` with the requests sent by vegeta (Go, a constant-rate open loop): a few
-    hundredths of a core at 200 requests/s where the Python client takes more than half of
-    one on the same cores as the servers. Same schedule and round robin; each latency counts
-    from the moment vegeta's pacer released the request (it starts a new worker rather than
-    hold one back, so that is the scheduled time unless the generator itself is starved)."""
-    count = round(rate * seconds)
+) -> None:  # fmt: skip
     folder = Path(tempfile.mkdtemp(prefix="bench-vegeta-"))
-    targets = folder / "targets.jsonl"
-    with targets.open("wb") as fh:
-        for i in range(count):
-            target = {
-                "method": "POST",
-                "url": f"{servers[i % len(servers)].base}/v1/context",
-                "body": base64.b64encode(orjson.dumps(bodies[i % len(bodies)])).decode(),
-                "header": {"Content-Type": ["application/json"]},
-            }
-            fh.write(orjson.dumps(target) + b"\n")
-    histogram = await _histograms(clients)
-    before = [Usage.now(server) for server in servers]
-    attack = await asyncio.create_subprocess_exec(
-        binary, "attack", "-format=json", f"-targets={targets}", f"-rate={rate:g}/1s",
-        f"-duration={seconds}s", f"-timeout={TIMEOUT_SECONDS:g}s", "-workers=32",
-        f"-output={folder / 'results.bin'}",
-    )  # fmt: skip
-    if await attack.wait() != 0:
-        raise RuntimeError(f"vegeta attack exited with {attack.returncode}")
-    usage = [Usage.now(server).since(b) for server, b in zip(servers, before, strict=True)]
-    inside = {le: n - histogram.get(le, 0.0) for le, n in (await _histograms(clients)).items()}
-    encode = await asyncio.create_subprocess_exec(
-        binary, "encode", "-to=json", str(folder / "results.bin"),
-        stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, _ = await encode.communicate()
-    shutil.rmtree(folder)
-    r = OpenLoop(count, 0, [], Counter(), 0, Counter(), 0, 0.0, 0.0, usage, inside)
+    targets, results = folder / "targets.jsonl", folder / "results.bin"
+    try:
+        with targets.open("wb") as fh:
+            for i, payload in enumerate(payloads):
+                target = {
+                    "method": "POST",
+                    "url": f"{bases[i % len(bases)]}/v1/context",
+                    "body": base64.b64encode(payload).decode(),
+                    "header": {"Content-Type": ["application/json"]},
+                }
+                fh.write(orjson.dumps(target) + b"\n")
+        attack = await asyncio.create_subprocess_exec(
+            binary, "attack", "-format=json", f"-targets={targets}", f"-rate={rate:g}/1s",
+            f"-duration={seconds}s", f"-timeout={TIMEOUT_SECONDS:g}s", "-workers=32",
+            f"-output={results}",
+        )  # fmt: skip
+        if await attack.wait() != 0:
+            raise RuntimeError(f"vegeta attack exited with {attack.returncode}")
+        encode = await asyncio.create_subprocess_exec(
+            binary, "encode", "-to=json", str(results), stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await encode.communicate()
+    finally:
+        shutil.rmtree(folder)
     for line in out.splitlines():
         result = orjson.loads(line)
-        r.latencies_ms.append(result["latency"] / 1e6)
-        code = result["code"]
-        if code == 0:  # no answer
+        latency_ms = result["latency"] / 1e6
+        if result["code"] == 0:  # no answer
             error = result["error"]
-            r.errors["timeout" if "Timeout" in error or "deadline" in error else error] += 1
-            continue
-        r.answered += 1
-        if code != 200:
-            r.errors[f"HTTP {code}"] += 1
-            continue
-        answer = orjson.loads(base64.b64decode(result["body"]))
-        if answer["degraded"]:
-            r.degraded += 1
-            r.degraded_parts.update(answer["degraded"])
-        if answer["long_term"]["items"]:
-            r.with_items += 1
-    r.cpu_ms = 1000 * sum(u.server_seconds for u in usage) / max(1, r.answered)
-    return r
+            timeout = "Timeout" in error or "deadline" in error
+            _failed(r, latency_ms, "timeout" if timeout else error)
+        else:
+            _answered(r, latency_ms, result["code"], base64.b64decode(result["body"] or ""))

@@ -39,7 +39,7 @@ from sqlalchemy import text
 
 from bench.loadpath import bulk
 from bench.loadpath.data import AGENTS, agent_of, load_conversations, query_text
-from bench.loadpath.open_loop import OpenLoop, load_client, open_loop, vegeta, vegeta_loop
+from bench.loadpath.open_loop import OpenLoop, load_client, open_loop, vegeta
 from bench.loadpath.requests import configure_agents
 from bench.loadpath.servers import Server, memstream_api
 from bench.support import isolated_settings
@@ -249,9 +249,7 @@ async def main() -> None:
 
             async def run(users_: int, rate: float, seconds: int, seed: int) -> OpenLoop:
                 these = bodies(users_, round(rate * seconds), seed, queries)
-                if generator is not None:
-                    return await vegeta_loop(generator, clients, apis, these, rate, seconds)
-                return await open_loop(clients, apis, these, rate, seconds)
+                return await open_loop(clients, apis, these, rate, seconds, generator=generator)
 
             print(f"  {PROBES} requests one at a time (no load but the machine's):")
             for name, n_users in ((f"{users:,} users", users), (f"{WARM_USERS} users", WARM_USERS)):
