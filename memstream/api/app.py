@@ -82,6 +82,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.router)
     tools = mcp.McpEndpoint(app, settings)
     app.router.routes.append(Route(mcp.PATH, tools, include_in_schema=False))
+    # Inside the gate (keys, hosts, body limit): the load path's common request, past FastAPI.
+    app.add_middleware(context.ContextDirect, state=app.state)
     app.add_middleware(
         Gate,
         max_body_bytes=settings.api_max_body_bytes,
