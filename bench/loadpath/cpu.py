@@ -68,7 +68,7 @@ async def main() -> None:
                 "Redis": listening_pid(str(settings.redis_url)),
             }
             these = bodies(users, round(RATE * SECONDS), 9, queries)
-            before = {name: process_times(pid) for name, pid in peers.items() if pid}
+            before = {name: (pid, sum(process_times(pid))) for name, pid in peers.items() if pid}
             server_before = process_times(server.pid)
             spy = profiler(server, SECONDS, gil=True)
             generator = vegeta()
@@ -80,8 +80,7 @@ async def main() -> None:
                 for after, was in zip(process_times(server.pid), server_before, strict=True)
             )
             elsewhere = {
-                name: 1000 * sum(process_times(peers[name])) - 1000 * sum(was)
-                for name, was in before.items()
+                name: 1000 * (sum(process_times(pid)) - was) for name, (pid, was) in before.items()
             }
         finally:
             await client.aclose()

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memstream.api.auth import authenticate
+from memstream.api.auth import TENANT, authenticate
 from memstream.api.errors import error_body
 from memstream.api.hosts import HostCheck, host_name
 from memstream.errors import ApiError
@@ -71,7 +71,8 @@ class Gate:
                 return
         if self.keys and scope["path"].startswith(_PROTECTED):
             try:
-                authenticate(self.keys, headers.get(b"authorization", b"").decode("latin-1"))
+                authorization = headers.get(b"authorization", b"").decode("latin-1")
+                scope[TENANT] = authenticate(self.keys, authorization)
             except ApiError as exc:
                 await _refuse(send, exc.status, exc.code, exc.message)
                 return

@@ -15,10 +15,9 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstream import metrics
-from memstream.api.auth import authenticate, check_tenant
+from memstream.api.auth import TENANT, check_tenant
 from memstream.api.overload import ARRIVED, LAGGING
 from memstream.api.services import Services, ServicesDep
-from memstream.errors import ApiError
 from memstream_client.contract.api import ContextRequest, ContextResponse
 
 router = APIRouter()
@@ -56,42 +55,27 @@ class ContextDirect:
         if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope["headers"])
         body = await _read_body(receive)
-        request = self._valid(headers, body)
+        request = self._valid(scope, body)
         if request is None:
             await self.app(scope, _replay(body, receive), send)
             return
         answer = await _answer(request, scope, self.state.services)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-length", str(len(answer)).encode()),
-                    (b"content-type", b"application/json"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": answer})
+        await Response(answer, media_type="application/json")(scope, receive, send)
 
-    def _valid(self, headers: dict[bytes, bytes], body: bytes) -> ContextRequest | None:
+    def _valid(self, scope: Scope, body: bytes) -> ContextRequest | None:
         """The request, when the route would answer it in full; None to let the route say
         what is wrong (FastAPI reads a body as JSON for a JSON content type)."""
-        if not headers.get(b"content-type", b"").startswith(b"application/json"):
+        content_type = dict(scope["headers"]).get(b"content-type", b"")
+        if not content_type.startswith(b"application/json"):
             return None
         try:
             request = ContextRequest.model_validate_json(body)
         except ValidationError:
             return None
-        keys: dict[str, str] = self.state.settings.tenant_of_key
-        if keys:
-            try:
-                tenant = authenticate(keys, headers.get(b"authorization", b"").decode("latin-1"))
-            except ApiError:
-                return None
-            if tenant != request.tenant_id:
-                return None
+        # With keys, the gate has put the key's tenant in the scope (or refused the request).
+        if self.state.settings.tenant_of_key and scope.get(TENANT) != request.tenant_id:
+            return None
         return request
 
 
