@@ -9,7 +9,8 @@ It reaches:
 - the built-in store: every memory of the user is deleted for good, with its vectors, the live
   ones and those expired before (which still held their text);
 - the user's recorded changes and links (``memory_change``, ``memory_link``): each forgotten
-  memory is published as ``forgotten``, without its text, and nothing else of the user stays;
+  memory is published as ``forgotten``, without its text, and nothing else of the user stays
+  (a change still waiting for the relay goes out first, its text erased, then goes too);
 - with ``purge_history``, the user's messages, the summaries of their conversations, the
   cached copies of both, and the conversations' processed-message marks. A cached copy that
   cannot be dropped now (Redis down) is marked in the record and dropped by the history stage
@@ -35,6 +36,7 @@ from sqlalchemy import (
     distinct,
     literal_column,
     select,
+    update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -143,14 +145,19 @@ async def forget_user(
     await _delete_all(
         engine, long_term_memory, (memories.tenant_id == tenant_id, memories.user_id == user_id)
     )
-    # The user's history goes with the user: every recorded change but the ``forgotten`` ones
-    # (no text; the relay deletes them once published), and the links between memories.
+    # The user's history goes with the user: every published change (a ``forgotten`` one is
+    # deleted by the relay once out), and the links between memories. A change not yet out
+    # still goes out, before the user's ``forgotten`` ones, so that a consumer ends where the
+    # record does; its text is erased now, and the relay deletes it once published.
     changes, links = memory_change.c, memory_link.c
-    await _delete_all(
-        engine,
-        memory_change,
-        (changes.tenant_id == tenant_id, changes.user_id == user_id, changes.change != "forgotten"),
-    )
+    user = (changes.tenant_id == tenant_id, changes.user_id == user_id)
+    await _delete_all(engine, memory_change, (*user, changes.published_at.is_not(None)))
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(memory_change)
+            .where(*user, changes.published_at.is_(None), changes.content.is_not(None))
+            .values(content=None)
+        )
     await _delete_all(engine, memory_link, (links.tenant_id == tenant_id, links.user_id == user_id))
     if purge_history:
         await _purge_history(engine, cache, tenant_id, user_id, out)

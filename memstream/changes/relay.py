@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import orjson
@@ -108,20 +108,28 @@ class ChangeRelay:
             key = key_of(row.tenant_id, row.user_id)
             pending.append(await client.send(self.topic, orjson.dumps(value), key=key))
         await asyncio.gather(*pending)
-        await self._mark(
-            [row.seq for row in rows], [r.seq for r in rows if r.change == "forgotten"]
-        )
+        forgotten = {(r.tenant_id, r.user_id): r.seq for r in rows if r.change == "forgotten"}
+        await self._mark([row.seq for row in rows], forgotten)
         self.published += len(rows)
         return len(rows)
 
-    async def _mark(self, seqs: Sequence[int], forgotten: Sequence[int]) -> None:
-        """Published: the text is no longer needed, and a forgotten user's rows go."""
+    async def _mark(self, seqs: Sequence[int], forgotten: Mapping[tuple[str, str], int]) -> None:
+        """Published: the text is no longer needed. A forgotten user's rows go once their
+        ``forgotten`` changes are out, with those still pending when the user was forgotten."""
         async with self._engine.begin() as conn:
             await conn.execute(
                 update(t).where(t.c.seq.in_(seqs)).values(published_at=_now(), content=None)
             )
-            if forgotten:
-                await conn.execute(delete(t).where(t.c.seq.in_(forgotten)))
+            for (tenant_id, user_id), last in forgotten.items():
+                await conn.execute(
+                    delete(t).where(
+                        t.c.tenant_id == tenant_id,
+                        t.c.user_id == user_id,
+                        t.c.topic == self.topic,
+                        t.c.seq <= last,
+                        t.c.published_at.is_not(None),
+                    )
+                )
 
     async def hold_lease(self) -> bool:
         """Take or renew the topic's lease; False while another relay holds it."""

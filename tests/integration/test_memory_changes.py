@@ -72,7 +72,11 @@ async def settled_changes(
         found[:] = await changes_of(settings, tenant)
         return bool(done(found))
 
-    await eventually(ready, within=within, what=what)
+    try:
+        await eventually(ready, within=within, what=what)
+    except TimeoutError as exc:
+        seen = [(c["change"], c["memory_id"]) for c in found]
+        raise TimeoutError(f"{exc}; published so far: {seen}") from None
     return found
 
 
@@ -256,7 +260,7 @@ async def test_api_changes_and_forgetting_a_user_are_published(
         assert again["id"] == kept["id"]
         assert (await api.delete(f"/v1/memories/{dropped['id']}?tenant_id={tenant}")).is_success
         changes = await settled_changes(
-            settings, tenant, lambda cs: len(cs) >= 3, "the API's changes", within=30
+            settings, tenant, lambda cs: len(cs) >= 3, "the API's changes"
         )
         assert [(c["change"], c["memory_id"], c["cause"]) for c in changes] == [
             ("added", kept["id"], "api"),
@@ -269,7 +273,7 @@ async def test_api_changes_and_forgetting_a_user_are_published(
         forgot = await api.delete(f"/v1/users/user-1/memories?tenant_id={tenant}")
         assert forgot.json()["deleted"] == [kept["id"]]
         changes = await settled_changes(
-            settings, tenant, lambda cs: len(cs) >= 4, "the forgotten change", within=30
+            settings, tenant, lambda cs: len(cs) >= 4, "the forgotten change"
         )
         (forgotten,) = [c for c in changes if c["change"] == "forgotten"]
         assert forgotten["memory_id"] == kept["id"] and forgotten["cause"] == "forget"
@@ -280,6 +284,49 @@ async def test_api_changes_and_forgetting_a_user_are_published(
     await eventually(
         lambda: _none_pending(engine, settings, tenant), within=30, what="the outbox relayed"
     )
+    async with engine.connect() as conn:
+        for table in (memory_change, memory_link):
+            count = select(func.count()).where(table.c.tenant_id == tenant)
+            assert (await conn.execute(count)).scalar_one() == 0
+
+
+async def test_changes_pending_when_a_user_is_forgotten_go_out_first_without_text(
+    settings: Settings, tenant: str, engine: AsyncEngine
+) -> None:
+    """The user is forgotten before the relay has looked: what was applied is still published,
+    in order and before the ``forgotten`` change, with the text already erased, and the
+    outbox keeps nothing of the user once it is out."""
+    body = {
+        "tenant_id": tenant,
+        "user_id": "user-1",
+        "agent_id": None,
+        "cube_id": "user_profile",
+        "memory_type": "text_mem",
+        "importance": 6,
+    }
+    async with client_for(settings) as api:
+        kept = (await api.post("/v1/memories", json={**body, "content": "The user sails."})).json()
+        gone = (await api.post("/v1/memories", json={**body, "content": "The user rows."})).json()
+        assert (await api.delete(f"/v1/memories/{gone['id']}?tenant_id={tenant}")).is_success
+        assert (await api.delete(f"/v1/users/user-1/memories?tenant_id={tenant}")).is_success
+    c = memory_change.c
+    async with engine.connect() as conn:
+        texts = (await conn.execute(select(c.content).where(c.tenant_id == tenant))).scalars()
+        assert list(texts) == [None] * 4
+    async with relaying(settings, engine):
+        changes = await settled_changes(
+            settings, tenant, lambda cs: len(cs) >= 4, "the changes pending at the forget"
+        )
+        await eventually(
+            lambda: _none_pending(engine, settings, tenant), within=30, what="the outbox relayed"
+        )
+    assert [(c["change"], c["memory_id"], c["cause"]) for c in changes] == [
+        ("added", kept["id"], "api"),
+        ("added", gone["id"], "api"),
+        ("deleted", gone["id"], "api"),
+        ("forgotten", kept["id"], "forget"),
+    ]
+    assert [c.get("content") for c in changes] == ["", "", None, None]
     async with engine.connect() as conn:
         for table in (memory_change, memory_link):
             count = select(func.count()).where(table.c.tenant_id == tenant)
@@ -358,9 +405,11 @@ async def test_mem0_changes_are_published_with_mem0s_ids(
         ).json()
         assert tea["id"] in mem0.memories
         assert (await api.delete(f"/v1/memories/{gin['id']}?tenant_id={tenant}")).is_success
+        # Out before the user is forgotten, so that the added ones still carry their text.
+        await settled_changes(settings, tenant, lambda cs: len(cs) >= 3, "Mem0's changes")
         assert (await api.delete(f"/v1/users/u1/memories?tenant_id={tenant}")).is_success
         changes = await settled_changes(
-            settings, tenant, lambda cs: len(cs) >= 4, "Mem0's changes", within=30
+            settings, tenant, lambda cs: len(cs) >= 4, "Mem0's forgotten change"
         )
     assert [(c["change"], c["memory_id"], c["provider"]) for c in changes] == [
         ("added", tea["id"], "MEM0"),
