@@ -6,6 +6,7 @@ second, with the newer of two contradicting facts live and no memory lost or sto
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,7 +37,9 @@ pytestmark = pytest.mark.integration
 USERS = 30
 FIRST = ("I live in Lisbon with my partner.", "I am allergic to peanuts.", "I play tennis.")
 SECOND = ("I moved from Lisbon to Berlin last month.",)
-# Three facts and an episode per statement; Lisbon expired by Berlin: seven live.
+# Three facts and an episode per statement; Lisbon expired by Berlin: seven live. Persisting
+# writes the new memories first and then expires the old, so a user passes through eight live
+# on the way: only seven says that both sessions are applied in full.
 LIVE_PER_USER = 7
 
 
@@ -175,7 +178,7 @@ async def test_a_session_waiting_on_a_retry_tier_is_applied_before_the_users_nex
 
         async def both_applied() -> bool:
             found = await memories(engine, tenant)
-            return sum(m.live for m in found.get("u1", [])) >= LIVE_PER_USER
+            return sum(m.live for m in found.get("u1", [])) == LIVE_PER_USER
 
         await eventually(both_applied, within=90, what="both sessions of u1 applied")
         stored = (await memories(engine, tenant))["u1"]
@@ -280,9 +283,11 @@ async def test_every_user_ends_with_the_newer_fact_through_worker_faults(
 
     async def settled() -> bool:
         found = await memories(engine, tenant)
-        return all(sum(m.live for m in found.get(u, [])) >= LIVE_PER_USER for u in users)
+        return all(sum(m.live for m in found.get(u, [])) == LIVE_PER_USER for u in users)
 
-    await eventually(settled, within=120, what="both sessions of every user applied")
+    # A user that never settles is named by the checks below, with what it holds.
+    with contextlib.suppress(TimeoutError):
+        await eventually(settled, within=120, what="both sessions of every user applied")
     found = await memories(engine, tenant)
     wrong = []
     for user in users:
