@@ -174,3 +174,16 @@ async def test_the_async_graph_and_a_memory_the_chain_learned(served: Served) ->
             return any("allergic to peanuts" in text for text in found["found"])
 
         await eventually(learned, within=120, what=f"the chain's memory ({served.worker.log_path})")
+
+
+def test_a_forgotten_user_takes_the_items_values_along(served: Served) -> None:
+    tenant = unique("langgraph")
+    with Client(served.url) as api:
+        store = MemstreamStore(tenant_id=tenant, agent_id=AGENT, client=api)
+        store.put(("memories", "u3"), "diet", {"content": "The user is vegetarian"})
+        assert store.list_namespaces() == [("memories", "u3")]
+        forgotten = httpx.delete(f"{served.url}/v1/users/u3/memories", params={"tenant_id": tenant})
+        assert forgotten.status_code == 200, forgotten.text
+        assert store.get(("memories", "u3"), "diet") is None
+        # The value itself is gone, not only hidden: no namespace holds it any more.
+        assert store.list_namespaces() == []

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from memstream.changes.model import Cause
+from memstream.keyed import KeyedItems
 from memstream.memory import NewMemory
 from memstream.providers.router import ProviderRouter
 from memstream.settings import Settings
@@ -255,3 +256,36 @@ async def test_the_api_streams_one_users_export_as_the_command_writes_it(
     )
     assert {orjson.loads(line)["user_id"] for line in streamed} == {USER}
     assert len(streamed) == len(source.live)
+
+
+async def test_items_under_a_key_come_back_with_their_key_and_value(
+    services: Settings, tmp_path: Path
+) -> None:
+    settings = isolated_settings()
+    tenant = unique("transfer-items")
+    engine = create_engine(settings.database_url)
+    router = ProviderRouter(engine, settings)
+    try:
+        items = KeyedItems(router, engine)
+        await items.put(tenant, USER, AGENT, "user_profile", ["trips"], "next",
+                        {"content": "The user flies to Porto", "nights": 3})  # fmt: skip
+    finally:
+        await router.close()
+        await engine.dispose()
+    dump = tmp_path / "items.jsonl"
+    out = run_cli(settings, "export", "--tenant-id", tenant, "-o", str(dump))
+    assert out.returncode == 0, out.stderr
+    [line] = [orjson.loads(raw) for raw in dump.read_bytes().splitlines()]
+    assert (line["namespace"], line["key"]) == (["trips"], "next")
+    target = isolated_settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'items.db'}")
+    moved = run_cli(target, "import", str(dump), "--tenant-id", tenant, "--agent-id", AGENT)
+    assert moved.returncode == 0, moved.stderr
+    engine = create_engine(target.database_url)
+    router = ProviderRouter(engine, target)
+    try:
+        found = await KeyedItems(router, engine).get(tenant, USER, ["trips"], "next")
+    finally:
+        await router.close()
+        await engine.dispose()
+    assert found is not None
+    assert found.value == {"content": "The user flies to Porto", "nights": 3}
