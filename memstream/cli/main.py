@@ -293,6 +293,11 @@ def _transfer(args: argparse.Namespace, settings: Settings) -> int:
     for number, why in report.bad_lines:
         print(f"{args.file}:{number}: {why}", file=sys.stderr)
     print(report.summary())
+    if report.stopped is not None:
+        print(
+            f"memstream import: {report.stopped}; import the file again to finish", file=sys.stderr
+        )
+        return 1
     return 0
 
 

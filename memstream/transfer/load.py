@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tqdm import tqdm
 
 from memstream.changes.model import API
+from memstream.errors import MemstreamError
 from memstream.memory import USER_PROFILE, NewMemory
 from memstream.providers.base import LongTermProvider
 from memstream.providers.identity import content_hash
@@ -33,6 +34,9 @@ class ImportReport:
     history: int = 0  # lines of what a memory replaced: not imported
     bad_lines: list[tuple[int, str]] = field(default_factory=list)
     provider: str = ""
+    # Why writing stopped (the provider failed), and the last line read before: the lines
+    # after it were not imported; importing the file again finishes the work.
+    stopped: str | None = None
 
     def summary(self) -> str:
         return (
@@ -153,14 +157,19 @@ async def import_file(
     total = count_lines(path)
     bar = tqdm(total=total, unit="line", disable=not progress, desc="import")
     batch: list[MemoryLine] = []
-    with path.open("rb") as source:
-        for number, line in read_lines(source, report):
-            batch.append(line)
-            if len(batch) >= BATCH:
-                await importer.write(batch, report)
-                batch.clear()
-                bar.update(number - bar.n)
-        await importer.write(batch, report)
-    bar.update(total - bar.n)
-    bar.close()
+    number = 0
+    try:
+        with path.open("rb") as source:
+            for number, line in read_lines(source, report):
+                batch.append(line)
+                if len(batch) >= BATCH:
+                    await importer.write(batch, report)
+                    batch.clear()
+                    bar.update(number - bar.n)
+            await importer.write(batch, report)
+        bar.update(total - bar.n)
+    except MemstreamError as exc:
+        report.stopped = f"stopped at line {number}: {exc}"
+    finally:
+        bar.close()
     return report

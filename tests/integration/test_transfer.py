@@ -289,3 +289,30 @@ async def test_items_under_a_key_come_back_with_their_key_and_value(
         await engine.dispose()
     assert found is not None
     assert found.value == {"content": "The user flies to Porto", "nights": 3}
+
+
+async def test_an_import_the_provider_stops_says_where_and_a_second_one_finishes(
+    servers: tuple[Settings, MemOSState, Mem0State], tmp_path: Path
+) -> None:
+    settings, _memos, mem0 = servers
+    source = await seed(settings, None)
+    dump = tmp_path / "u1.jsonl"
+    out = run_cli(settings, "export", "--tenant-id", source.tenant, "-o", str(dump))
+    assert out.returncode == 0, out.stderr
+    into = unique("to-mem0")
+    engine = create_engine(settings.database_url)
+    router = ProviderRouter(engine, settings)
+    try:
+        await router.agents.put(AgentConfig(into, AGENT, "MEM0", model_target_id="m"))
+    finally:
+        await router.close()
+        await engine.dispose()
+    mem0.http_error["POST /memories"] = 500
+    failed = run_cli(settings, "import", str(dump), "--tenant-id", into, "--agent-id", AGENT)
+    assert failed.returncode == 1
+    assert "stopped at line" in failed.stderr and "import the file again" in failed.stderr
+    assert "imported 0 memories into MEM0" in failed.stdout
+    del mem0.http_error["POST /memories"]
+    done = run_cli(settings, "import", str(dump), "--tenant-id", into, "--agent-id", AGENT)
+    assert done.returncode == 0, done.stderr
+    assert f"imported {len(source.live) + 1} memories into MEM0" in done.stdout
