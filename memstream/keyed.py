@@ -72,6 +72,18 @@ def text_of(value: Mapping[str, Any]) -> str:
     return text[:MAX_TEXT]
 
 
+OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+
+
+def check_filter(wanted: Mapping[str, Any] | None) -> None:
+    """Raise ``ValueError`` for a filter naming an operator LangGraph's filters do not have."""
+    for condition in (wanted or {}).values():
+        if isinstance(condition, Mapping):
+            unknown = [op for op in condition if str(op).startswith("$") and op not in OPERATORS]
+            if unknown:
+                raise ValueError(f"unknown filter operator {unknown[0]!r}: use {sorted(OPERATORS)}")
+
+
 def matches(value: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:
     """LangGraph's filter: each field equal, or ``{"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": x}``."""
     for field, condition in (wanted or {}).items():

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from langgraph.store.base import InvalidNamespaceError, MatchCondition
 
-from memstream.keyed import matches, path_of, slot_of, text_of
+from memstream.keyed import check_filter, matches, path_of, slot_of, text_of
 from memstream.memory import MemoryItem
 from memstream.transfer.lines import BadLine, line_of, new_memory, parse_line
 from memstream_client.langgraph.namespaces import NamespaceTemplate
@@ -90,6 +90,9 @@ def test_filters_compare_as_langgraph_says() -> None:
     assert not matches(value, {"nights": {"$gt": 3}})
     assert matches(value, {"kind": {"$ne": "hotel"}})
     assert not matches(value, {"nights": {"$gt": "a string"}})
+    check_filter({"nights": {"$gte": 3}, "kind": "trip"})
+    with pytest.raises(ValueError, match="unknown filter operator '\\$near'"):
+        check_filter({"nights": {"$near": 3}})
 
 
 def test_the_template_names_the_user_and_keeps_the_rest() -> None:

@@ -11,7 +11,7 @@ from memstream.api.auth import check_tenant
 from memstream.api.errors import NOT_FOUND
 from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
-from memstream.keyed import KeyedItem, KeyedItems
+from memstream.keyed import KeyedItem, KeyedItems, check_filter
 from memstream.memory import USER_PROFILE, agent_cube
 from memstream_client.contract.api import (
     DeletedResponse,
@@ -55,17 +55,20 @@ async def put_item(body: ItemPutRequest, request: Request, services: ServicesDep
         raise ApiError(
             422, "invalid_cube", f"cube_id must be one of {sorted(allowed)} for this user and agent"
         )
-    stored = await _items(services).put(
-        body.tenant_id,
-        body.user_id,
-        body.agent_id,
-        body.cube_id,
-        body.namespace,
-        body.key,
-        body.value,
-        memory_type=body.memory_type,
-        importance=body.importance,
-    )
+    try:
+        stored = await _items(services).put(
+            body.tenant_id,
+            body.user_id,
+            body.agent_id,
+            body.cube_id,
+            body.namespace,
+            body.key,
+            body.value,
+            memory_type=body.memory_type,
+            importance=body.importance,
+        )
+    except ValueError as exc:  # a value with no text a memory can hold
+        raise ApiError(422, "invalid_value", str(exc)) from None
     return _out(stored)
 
 
@@ -106,6 +109,10 @@ async def search_items(
 ) -> ItemsResponse:
     check_tenant(request, body.tenant_id)
     items = _items(services)
+    try:
+        check_filter(body.filter)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_filter", str(exc)) from None
     common = {"wanted": body.filter, "limit": body.limit, "offset": body.offset}
     if body.query and body.query.strip():
         found = await items.search(
