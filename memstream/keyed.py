@@ -72,6 +72,24 @@ def text_of(value: Mapping[str, Any]) -> str:
     return text[:MAX_TEXT]
 
 
+def check_text(*texts: str) -> None:
+    """Raise ``ValueError`` for text no database column holds (a lone surrogate)."""
+    for text in texts:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"not valid Unicode text: {exc.reason}") from None
+
+
+def value_text(value: Mapping[str, Any]) -> str:
+    """The value as stored JSON; ``ValueError`` for one JSON cannot keep (an integer past 64
+    bits, a lone surrogate)."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError as exc:
+        raise ValueError(f"the value cannot be stored as JSON: {exc}") from None
+
+
 OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
 
@@ -223,7 +241,10 @@ class KeyedItems:
         memory_type: MemoryType = "text_mem",
         importance: int = 5,
     ) -> KeyedItem:
-        """Store ``value`` under ``key``: a new memory superseding the one the key held."""
+        """Store ``value`` under ``key``: a new memory superseding the one the key held;
+        ``ValueError`` for a key, namespace or value that cannot be stored."""
+        check_text(key, *namespace)
+        stored_value = value_text(value)
         slot = slot_of(namespace, key)
         async with self.engine.connect() as conn:
             old = await self._row(conn, tenant_id, user_id, slot)
@@ -254,7 +275,7 @@ class KeyedItems:
             "cube_id": cube_id,
             "provider": provider.name,
             "memory_id": stored.id,
-            "value": orjson.dumps(value).decode(),
+            "value": stored_value,
             "created_at": old.created_at if old is not None else now,
             "updated_at": now,
         }

@@ -9,7 +9,15 @@ import orjson
 import pytest
 from langgraph.store.base import InvalidNamespaceError, MatchCondition
 
-from memstream.keyed import check_filter, matches, path_of, slot_of, text_of
+from memstream.keyed import (
+    check_filter,
+    check_text,
+    matches,
+    path_of,
+    slot_of,
+    text_of,
+    value_text,
+)
 from memstream.memory import MemoryItem
 from memstream.transfer.lines import BadLine, line_of, new_memory, parse_line
 from memstream_client.langgraph.namespaces import NamespaceTemplate
@@ -114,3 +122,14 @@ def test_namespace_conditions_with_wildcards() -> None:
     assert namespace_matches(name, [MatchCondition("suffix", ("*", "trips"))])
     assert not namespace_matches(name, [MatchCondition("suffix", ("hotels",))])
     assert not namespace_matches(name, [MatchCondition("prefix", ("memories", "u2"))])
+
+
+def test_what_no_column_can_hold_is_refused_before_any_write() -> None:
+    assert value_text({"n": 3}) == '{"n":3}'
+    with pytest.raises(ValueError, match="64-bit"):
+        value_text({"n": 10**30})
+    with pytest.raises(ValueError, match="surrogates"):
+        value_text({"text": "\ud800"})
+    check_text("trips", "next")
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        check_text("ok", "\udc00")

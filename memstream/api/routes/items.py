@@ -11,7 +11,7 @@ from memstream.api.auth import check_tenant
 from memstream.api.errors import NOT_FOUND
 from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
-from memstream.keyed import KeyedItem, KeyedItems, check_filter
+from memstream.keyed import KeyedItem, KeyedItems, check_filter, check_text
 from memstream.memory import USER_PROFILE, agent_cube
 from memstream_client.contract.api import (
     DeletedResponse,
@@ -110,6 +110,7 @@ async def search_items(
     check_tenant(request, body.tenant_id)
     items = _items(services)
     try:
+        check_text(*body.namespace_prefix)
         check_filter(body.filter)
     except ValueError as exc:
         raise ApiError(422, "invalid_filter", str(exc)) from None
