@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from memstream.changes.model import API
 from memstream.errors import MemstreamError
+from memstream.keyed import path_of, slot_of, upsert_keys
 from memstream.memory import USER_PROFILE, NewMemory
 from memstream.providers.base import LongTermProvider
 from memstream.providers.identity import content_hash
@@ -110,8 +111,6 @@ class Importer:
 
     async def _keep_keys(self, provider: str, keyed: Sequence[tuple[MemoryLine, Any]]) -> None:
         """An item stored under a key gets its key and value back."""
-        from memstream.keyed import path_of, slot_of, upsert_keys
-
         rows = []
         for line, item in keyed:
             namespace = list(line.namespace or [])
