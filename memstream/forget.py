@@ -52,6 +52,7 @@ from memstream.store.schema import (
     long_term_memory,
     memory_change,
     memory_embedding,
+    memory_key,
     memory_link,
     memory_term,
     processed_mark,
@@ -159,6 +160,8 @@ async def forget_user(
             .values(content=None)
         )
     await _delete_all(engine, memory_link, (links.tenant_id == tenant_id, links.user_id == user_id))
+    keys = memory_key.c  # the values of the user's keyed items (``memstream.keyed``)
+    await _delete_all(engine, memory_key, (keys.tenant_id == tenant_id, keys.user_id == user_id))
     if purge_history:
         await _purge_history(engine, cache, tenant_id, user_id, out)
     if unreachable:

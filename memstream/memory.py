@@ -43,6 +43,9 @@ class NewMemory:
     # The live memories this one replaces (conflict resolution): expired once it is stored,
     # and linked to it in the record.
     supersedes: tuple[str, ...] = ()
+    # When it was first stored, for a memory brought back (an import): kept, since ordering
+    # and retention read it; None is now.
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,10 @@ from memstream.api.routes import (
     context,
     conversations,
     dashboard,
+    export,
     health,
     history,
+    items,
     memories,
     stats,
 )
@@ -76,7 +78,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     errors.install(app)
     # Registration order is the order of the paths in /openapi.json.
-    for module in (stats, context, conversations, memories, history, agents):
+    for module in (stats, context, conversations, memories, history, export, items, agents):
         app.include_router(module.router, responses=errors.V1_ERRORS)
     for module in (health, dashboard):
         app.include_router(module.router)

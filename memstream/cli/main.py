@@ -139,7 +139,28 @@ def build_parser() -> argparse.ArgumentParser:
     changes.add_argument(
         "--json", action="store_true", help="one JSON value per line, as published"
     )
+    _transfer_commands(sub)
     return with_shared_options(parser)
+
+
+def _transfer_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    out = sub.add_parser(
+        "export", help="write live memories as JSON lines (one memory a line, stdout by default)"
+    )
+    out.add_argument("--tenant-id", required=True, metavar="T")
+    out.add_argument("--user-id", metavar="U", help="only this user's memories")
+    out.add_argument(
+        "--agent-id", metavar="A", help="only what this agent reads, from its provider"
+    )
+    out.add_argument("--history", action="store_true", help="also what each memory replaced")
+    out.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
+    into = sub.add_parser(
+        "import", help="write exported memories through an agent's provider, idempotently"
+    )
+    into.add_argument("file", type=Path)
+    into.add_argument("--tenant-id", required=True, metavar="T")
+    into.add_argument("--agent-id", required=True, metavar="A")
+    into.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _reasons(command: argparse.ArgumentParser) -> None:
@@ -222,6 +243,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         options = {"follow": args.follow, "since": args.since, "as_json": args.json}
         asyncio.run(show(settings, selection, **options))
         return 0
+    if args.command in ("export", "import"):
+        return _transfer(args, settings)
     if args.command == "replay":
         from memstream.broker.patience import patiently
         from memstream.broker.replay import replay
@@ -249,6 +272,33 @@ def _publish(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{args.file}:{number}: {why}", file=sys.stderr)
     print(f"published {report.sent} events, {len(report.bad_lines)} bad lines skipped")
     return 1 if report.bad_lines else 0
+
+
+def _transfer(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.cli import transfer
+
+    if args.command == "export":
+        selection = transfer.Selection(args.tenant_id, args.user_id, args.agent_id, args.history)
+        written = asyncio.run(transfer.export(settings, selection, args.output))
+        print(f"exported {written} lines", file=sys.stderr)
+        return 0
+    if not args.file.is_file():
+        print(f"memstream import: no such file {args.file}", file=sys.stderr)
+        return 2
+    report = asyncio.run(
+        transfer.import_(
+            settings, args.file, args.tenant_id, args.agent_id, progress=not args.no_progress
+        )
+    )
+    for number, why in report.bad_lines:
+        print(f"{args.file}:{number}: {why}", file=sys.stderr)
+    print(report.summary())
+    if report.stopped is not None:
+        print(
+            f"memstream import: {report.stopped}; import the file again to finish", file=sys.stderr
+        )
+        return 1
+    return 0
 
 
 def _dead_letters(args: argparse.Namespace, settings: Settings) -> int:

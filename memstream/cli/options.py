@@ -64,6 +64,13 @@ EXAMPLES: dict[str, list[str]] = {
         "memstream changes --follow --tenant-id acme --user-id u1",
         "memstream changes --tenant-id acme --since 2026-03-01T00:00:00Z --json",
     ],
+    "export": [
+        "memstream export --tenant-id acme -o acme.jsonl",
+        "memstream export --tenant-id acme --user-id u1 --history",
+    ],
+    "import": [
+        "memstream import acme.jsonl --tenant-id acme --agent-id travel",
+    ],
 }
 
 

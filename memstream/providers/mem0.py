@@ -222,7 +222,11 @@ class Mem0Provider:
         if scored:
             extra["raw_score"] = result.get("score")
             score = normalise_score(result.get("score"), self.score_kind)
-        created = parse_time(result.get("created_at")) or parse_time(result.get("updated_at"))
+        created = (
+            parse_time(metadata.get("memstream_created_at"))
+            or parse_time(result.get("created_at"))
+            or parse_time(result.get("updated_at"))
+        )
         occurred = parse_time(metadata.get("memstream_occurred_at"))
         return MemoryItem(
             id=memory_id,
@@ -306,6 +310,8 @@ class Mem0Provider:
             body["metadata"]["memstream_kind"] = memory.kind
         if memory.occurred_at is not None:
             body["metadata"]["memstream_occurred_at"] = time_text(memory.occurred_at)
+        if memory.created_at is not None:  # an imported memory keeps when it was first stored
+            body["metadata"]["memstream_created_at"] = time_text(memory.created_at)
         if memory.cube_id != USER_PROFILE:
             body["agent_id"] = memory.cube_id.removeprefix("agent_")
         for attempt in range(2):
@@ -348,7 +354,9 @@ class Mem0Provider:
             content=text if isinstance(text, str) and text.strip() else memory.content,
             importance=importance_of(memory.importance),
             source_event_ids=tuple(memory.source_event_ids),
-            created_at=parse_time(first.get("created_at")) or datetime.now(UTC),
+            created_at=memory.created_at
+            or parse_time(first.get("created_at"))
+            or datetime.now(UTC),
             kind=memory.kind,
             occurred_at=parse_time(time_text(memory.occurred_at)),
             extra={"memstream_key": content_hash(memory.content)},

@@ -294,6 +294,8 @@ class MemOSProvider:
             info["memstream_kind"] = memory.kind
         if memory.occurred_at is not None:
             info["memstream_occurred_at"] = time_text(memory.occurred_at)
+        if memory.created_at is not None:  # an imported memory keeps when it was first stored
+            info["memstream_created_at"] = time_text(memory.created_at)
         body = {
             "user_id": memos_user(memory.tenant_id, memory.user_id),
             "writable_cube_ids": [cube],
@@ -362,7 +364,7 @@ class MemOSProvider:
             content=memory.content,
             importance=importance_of(memory.importance),
             source_event_ids=tuple(memory.source_event_ids),
-            created_at=datetime.now(UTC),
+            created_at=memory.created_at or datetime.now(UTC),
             kind=memory.kind,
             occurred_at=parse_time(time_text(memory.occurred_at)),
             extra={"provisional": True, "temporary_ids": list(ids)},
@@ -570,7 +572,11 @@ def _item(
         extra["memos_memory_type"] = metadata["memory_type"]
     # An agent cube names its agent; a profile memory may say which agent's session made it.
     agent_id = cube.removeprefix("agent_") if cube != USER_PROFILE else ours("memstream_agent_id")
-    created = parse_time(metadata.get("created_at")) or parse_time(metadata.get("updated_at"))
+    created = (
+        parse_time(ours("memstream_created_at"))
+        or parse_time(metadata.get("created_at"))
+        or parse_time(metadata.get("updated_at"))
+    )
     events = ours("memstream_source_event_ids")
     return MemoryItem(
         id=memory_id,

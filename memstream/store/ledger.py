@@ -71,9 +71,12 @@ class ProviderLedger:
                 set_={"deleted_at": insert.excluded.deleted_at, "content": insert.excluded.content},
             )
         else:
-            # A deleted row's text was erased: a memory stored again brings it back.
+            # A deleted row's text was erased: a memory stored again brings it back. Both from
+            # the inserted row: a bound value here breaks aiomysql's batched insert of rows.
             upsert = mysql.insert(t)
-            stmt = upsert.on_duplicate_key_update(deleted_at=None, content=upsert.inserted.content)
+            stmt = upsert.on_duplicate_key_update(
+                deleted_at=upsert.inserted.deleted_at, content=upsert.inserted.content
+            )
         async with self._engine.begin() as conn:
             await conn.execute(stmt, rows)
             if also is not None:

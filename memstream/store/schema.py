@@ -440,3 +440,27 @@ change_relay = Table(
     Column("expires_at", _TIME, nullable=False),
     **MYSQL_TABLE_ARGS,
 )
+
+# Memories stored under a key their writer chose (a LangGraph store's items): the key, the
+# JSON value and the memory holding its text now, in whichever provider. Putting a new value
+# supersedes that memory (``memstream.keyed``).
+memory_key = Table(
+    "memory_key",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("user_id", _ID, primary_key=True),
+    # SHA-256 of the namespace and the key: both are free text, too long for a primary key.
+    Column("slot", String(64), primary_key=True),
+    Column("namespace", JSON, nullable=False),
+    # The namespace as one text whose prefixes are its parents' (``memstream.keyed.path_of``).
+    Column("path", Text, nullable=False),
+    Column("item_key", Text, nullable=False),
+    Column("cube_id", String(140), nullable=False),
+    Column("provider", String(8), nullable=False),
+    Column("memory_id", String(128), nullable=False),
+    Column("value", _LONG_TEXT, nullable=False),
+    Column("created_at", _TIME, nullable=False),
+    Column("updated_at", _TIME, nullable=False),
+    Index("ix_key_memory", "tenant_id", "memory_id"),
+    **MYSQL_TABLE_ARGS,
+)

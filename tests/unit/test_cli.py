@@ -65,4 +65,6 @@ def _required(name: str) -> list[str]:
         "publish": ["events.jsonl", "--topic", "message-written"],
         "replay": ["--topic", "message-written", "--to", "earliest"],
         "mcp": ["--tenant-id", "acme", "--user-id", "u1"],
+        "export": ["--tenant-id", "acme"],
+        "import": ["acme.jsonl", "--tenant-id", "acme", "--agent-id", "travel"],
     }.get(name, [])

@@ -26,10 +26,15 @@ from memstream_client.contract.api import (
     ContextRequest,
     ContextResponse,
     DeletedResponse,
+    ItemOut,
+    ItemPutRequest,
+    ItemSearchRequest,
+    ItemsResponse,
     MemoriesResponse,
     MemoryOut,
     MemoryType,
     MessagesResponse,
+    NamespacesResponse,
     ProviderName,
     SearchRequest,
 )
@@ -249,6 +254,82 @@ def put_agent_config_call(
     return Call("PUT", path, AgentConfigOut, params={"tenant_id": tenant_id}, body=body)
 
 
+def put_item_call(
+    *,
+    tenant_id: str,
+    user_id: str,
+    key: str,
+    value: dict[str, Any],
+    namespace: list[str] | tuple[str, ...] = (),
+    agent_id: str | None = None,
+    cube_id: str = "user_profile",
+) -> Call[ItemOut]:
+    """``PUT /v1/items``: store a value under a key; a new value supersedes the old one."""
+    body = ItemPutRequest(
+        tenant_id=tenant_id,
+        user_id=user_id,
+        agent_id=agent_id,
+        cube_id=cube_id,
+        namespace=list(namespace),
+        key=key,
+        value=value,
+    )
+    return Call("PUT", "/v1/items", ItemOut, body=body)
+
+
+def _item_params(
+    tenant_id: str, user_id: str, key: str, namespace: list[str] | tuple[str, ...]
+) -> dict[str, Any]:
+    return {"tenant_id": tenant_id, "user_id": user_id, "key": key, "namespace": list(namespace)}
+
+
+def get_item_call(
+    *, tenant_id: str, user_id: str, key: str, namespace: list[str] | tuple[str, ...] = ()
+) -> Call[ItemOut]:
+    """``GET /v1/items``: the item under a key, None when there is none."""
+    params = _item_params(tenant_id, user_id, key, namespace)
+    return Call("GET", "/v1/items", ItemOut, params=params, missing_is_none=True)
+
+
+def delete_item_call(
+    *, tenant_id: str, user_id: str, key: str, namespace: list[str] | tuple[str, ...] = ()
+) -> Call[DeletedResponse]:
+    """``DELETE /v1/items``: delete the item under a key and its memory."""
+    params = _item_params(tenant_id, user_id, key, namespace)
+    return Call("DELETE", "/v1/items", DeletedResponse, params=params)
+
+
+def search_items_call(
+    *,
+    tenant_id: str,
+    user_id: str,
+    namespace_prefix: list[str] | tuple[str, ...] = (),
+    query: str | None = None,
+    agent_id: str | None = None,
+    filter: dict[str, Any] | None = None,
+    limit: int = 10,
+    offset: int = 0,
+) -> Call[ItemsResponse]:
+    """``POST /v1/items/search``: items by relevance to ``query`` (newest first without)."""
+    body = ItemSearchRequest(
+        tenant_id=tenant_id,
+        user_id=user_id,
+        agent_id=agent_id,
+        namespace_prefix=list(namespace_prefix),
+        query=query,
+        filter=filter,
+        limit=limit,
+        offset=offset,
+    )
+    return Call("POST", "/v1/items/search", ItemsResponse, body=body)
+
+
+def item_namespaces_call(*, tenant_id: str, user_id: str | None = None) -> Call[NamespacesResponse]:
+    """``GET /v1/items/namespaces``: the namespaces holding items, per user."""
+    params = {"tenant_id": tenant_id} | ({"user_id": user_id} if user_id else {})
+    return Call("GET", "/v1/items/namespaces", NamespacesResponse, params=params)
+
+
 def _headers(api_key: str | None) -> dict[str, str]:
     return {} if not api_key else {"authorization": f"Bearer {api_key}"}
 
@@ -311,6 +392,13 @@ class AsyncClient:
         """``GET /v1/agents/{id}/config``: the agent's configuration, None when it has none."""
         return await self.send(agent_config_call(tenant_id=tenant_id, agent_id=agent_id))
 
+    async def get_item(
+        self, *, tenant_id: str, user_id: str, key: str, namespace: list[str] | tuple[str, ...] = ()
+    ) -> ItemOut | None:
+        """``GET /v1/items``: the item under a key, None when there is none."""
+        call = get_item_call(tenant_id=tenant_id, user_id=user_id, key=key, namespace=namespace)
+        return await self.send(call)
+
     context = _async(context_call)
     messages = _async(messages_call)
     memories = _async(memories_call)
@@ -319,6 +407,10 @@ class AsyncClient:
     delete_memory = _async(delete_memory_call)
     forget_user = _async(forget_user_call)
     put_agent_config = _async(put_agent_config_call)
+    put_item = _async(put_item_call)
+    delete_item = _async(delete_item_call)
+    search_items = _async(search_items_call)
+    item_namespaces = _async(item_namespaces_call)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -368,6 +460,13 @@ class Client:
         """``GET /v1/agents/{id}/config``: the agent's configuration, None when it has none."""
         return self.send(agent_config_call(tenant_id=tenant_id, agent_id=agent_id))
 
+    def get_item(
+        self, *, tenant_id: str, user_id: str, key: str, namespace: list[str] | tuple[str, ...] = ()
+    ) -> ItemOut | None:
+        """``GET /v1/items``: the item under a key, None when there is none."""
+        call = get_item_call(tenant_id=tenant_id, user_id=user_id, key=key, namespace=namespace)
+        return self.send(call)
+
     context = _sync(context_call)
     messages = _sync(messages_call)
     memories = _sync(memories_call)
@@ -376,6 +475,10 @@ class Client:
     delete_memory = _sync(delete_memory_call)
     forget_user = _sync(forget_user_call)
     put_agent_config = _sync(put_agent_config_call)
+    put_item = _sync(put_item_call)
+    delete_item = _sync(delete_item_call)
+    search_items = _sync(search_items_call)
+    item_namespaces = _sync(item_namespaces_call)
 
     def close(self) -> None:
         self._http.close()

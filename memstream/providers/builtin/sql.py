@@ -109,7 +109,7 @@ def new_row(memory: NewMemory, now: datetime) -> dict[str, Any]:
         "importance": min(10, max(1, int(memory.importance))),
         "source_event_ids": list(memory.source_event_ids),
         "content_hash": content_hash(memory.content),
-        "created_at": now,
+        "created_at": _naive_utc(memory.created_at) or now,
         "deleted_at": None,
         "kind": memory.kind,
         "occurred_at": _naive_utc(memory.occurred_at),

@@ -254,3 +254,61 @@ class ErrorResponse(Shape):
     )
 
     error: ErrorDetail
+
+
+# Items under a key of the caller's choosing (a LangGraph store's): ``/v1/items``.
+NamespacePart = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+ItemKey = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+class ItemPutRequest(RequestBody):
+    """Store ``value`` under ``namespace`` and ``key`` of a user: its text is a memory of the
+    agent's provider, and a new value supersedes the memory the key held."""
+
+    tenant_id: Id
+    user_id: Id
+    agent_id: Id | None = None
+    cube_id: Annotated[str, StringConstraints(min_length=1, max_length=140)] = "user_profile"
+    namespace: list[NamespacePart] = Field(default_factory=list, max_length=16)
+    key: ItemKey
+    value: dict[str, object]
+    memory_type: MemoryType = "text_mem"
+    importance: int = Field(default=5, ge=1, le=10)
+
+
+class ItemSearchRequest(RequestBody):
+    """Items under ``namespace_prefix`` by relevance to ``query`` (newest first without one);
+    at the root (an empty prefix) the memories learned without a key too."""
+
+    tenant_id: Id
+    user_id: Id
+    agent_id: Id | None = None
+    namespace_prefix: list[NamespacePart] = Field(default_factory=list, max_length=16)
+    query: Annotated[str, StringConstraints(max_length=32768)] | None = None
+    filter: dict[str, object] | None = None
+    limit: int = Field(default=10, ge=1, le=100)
+    offset: int = Field(default=0, ge=0, le=1000)
+
+
+class ItemOut(Shape):
+    namespace: list[str]
+    key: str
+    value: dict[str, object]
+    memory_id: str
+    cube_id: str
+    created_at: datetime
+    updated_at: datetime
+    score: float | None = None
+
+
+class ItemsResponse(Shape):
+    items: list[ItemOut]
+
+
+class UserNamespace(Shape):
+    user_id: str
+    namespace: list[str]
+
+
+class NamespacesResponse(Shape):
+    namespaces: list[UserNamespace]
