@@ -4,6 +4,7 @@ outside its folder (the schemas, the license) are the repository's files."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -75,3 +76,38 @@ def test_a_checkout_reads_the_repository_schemas() -> None:
 
 def test_the_client_license_is_the_repository_license() -> None:
     assert (CLIENT / "LICENSE").read_bytes() == (ROOT / "LICENSE").read_bytes()
+
+
+def _imported(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+    return names
+
+
+def test_no_test_or_bench_module_imports_a_test_module() -> None:
+    # What tests share lives in tests/support (and tests/fakes), never in a test module.
+    importing = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for folder in (ROOT / "tests", ROOT / "bench", CLIENT / "tests")
+        for path in folder.rglob("*.py")
+        for name in _imported(path)
+        if name.split(".")[-1].startswith(("test_", "conftest"))
+        or name.startswith(("tests.unit", "tests.integration"))
+    ]
+    assert importing == []
+
+
+def test_the_unit_tests_load_none_of_the_server_stack_they_do_not_test() -> None:
+    # The root conftest is imported for every unit run; the integration fixtures are not.
+    heavy = ("sqlalchemy", "fastapi", "aiokafka", "redis", "faust", "uvicorn", "memstream.store")
+    check = f"import sys, tests.conftest\nprint([m for m in {heavy!r} if m in sys.modules])"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    found = subprocess.run(
+        [sys.executable, "-c", check], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "[]"
