@@ -2,9 +2,10 @@
 the stage role that runs it (``memstream.roles``), and the topic lists read from that table.
 
 Topic names here are unprefixed (``Settings.topic`` adds the prefix). The public topics are
-CONTRACT section 2; the others are between the stages and neither their names nor their shapes
-are public. Records that met an outage also wait on one topic per retry tier
-(``memstream.failure.tiers``), which every stage that retries writes.
+the contract's (``memstream_client.contract.topics``, docs/api.md); the others are between the
+stages and neither their names nor their shapes are public. Records that met an outage also
+wait on one topic per retry tier (``memstream.failure.tiers``), which every stage that retries
+writes.
 """
 
 from __future__ import annotations

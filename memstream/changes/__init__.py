@@ -1,5 +1,5 @@
 """Memory as a stream: every change to long-term memory, recorded and published on
-``memory-changed`` (CONTRACT 2.4, ``schemas/memory-changed.v1.json``).
+``memory-changed`` (``schemas/memory-changed.v1.json``).
 
 A transactional outbox:
 
