@@ -34,10 +34,12 @@ test: install services
 unit: install
 	$(VENV)/bin/pytest tests/unit
 
+# mypy through scripts/typecheck.py: it checks agents/, streams/ and tables/ under the names they
+# are installed as (memstream.agents...), which plain mypy cannot map.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	$(PY) scripts/typecheck.py
 
 ## lock: pin and hash every runtime dependency for the image (requirements.lock, read by the
 ## Dockerfile) from requirements.in (memstream and the client); run after changing the

@@ -28,7 +28,7 @@ from memstream.text.tokens import count_tokens
 log = logging.getLogger(__name__)
 
 STAGE = "summary"
-TRIGGER = 20  # uncovered messages that call for a new summary (CONTRACT section 5)
+TRIGGER = 20  # uncovered messages that call for a new summary (the reference design's number)
 FOLD_MESSAGES = 200  # new messages one fold reads at most; the rest go into the next one
 CHUNK = 100  # conversations read, folded and written together
 CALL_CHARS = 2_000_000  # message text sent to the CPU process in one call, about

@@ -12,8 +12,7 @@ from memstream.longterm.episodes import select_episodes
 from memstream.longterm.judge import rule_based_judge
 from memstream.longterm.judge.rules.common import clean
 from memstream.text.dates import ground_dates
-from tests.unit.test_dates import ADVERSARIAL, MONDAY
-from tests.unit.test_linear_rules import ENDINGS, said
+from tests.support.texts import ADVERSARIAL, ENDINGS, MONDAY, said
 
 SLOW_SECONDS = 0.5  # a linear pass over these inputs takes milliseconds
 

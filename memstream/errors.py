@@ -1,23 +1,25 @@
 """Every exception memstream raises on purpose, under one root.
 
 MemstreamError
-├── InvalidEvent          an input record that cannot be accepted (goes to dead-letter)
-├── ConfigurationError    settings that cannot work together
-├── ServiceUnavailable    a required service (broker, database) does not answer
-├── HistoryBehind         a session's messages are not stored yet: its end is tried later
-├── ProviderUnavailable   a long-term provider cannot serve the call
-├── ReplayRefused         the consumer group is live: rewinding now would race it
-├── Refused               a write refused for its data (not an outage); retrying cannot help
-├── LLMError              the LLM endpoint gave no usable completion (``kind`` says why)
-├── EmbeddingError        the embeddings endpoint gave no usable vectors
-├── JudgeOutputError      the judge model's answer is not a usable list of memories
-├── MalformedDecision     the conflict model's answer is not a usable decision
-├── CpuWorkFailed         CPU work in a child process ran too long or killed its process
-└── ApiError              an error the query API answers with on purpose (status, code)
+├── Outage                   worth waiting out: a stage tries its record again later
+│   ├── ServiceUnavailable   a required service (broker, database) does not answer
+│   ├── HistoryBehind        a session's messages are not stored yet: its end is tried later
+│   └── ProviderUnavailable  a long-term provider cannot serve the call
+├── Rejected                 refused for what it is: retrying cannot help (dead-letter)
+│   ├── InvalidEvent         an input record that cannot be accepted (``reason`` says why)
+│   └── Refused              a write refused for its data
+├── ConfigurationError       settings that cannot work together
+├── ReplayRefused            the consumer group is live: rewinding now would race it
+├── LLMError                 the LLM endpoint gave no usable completion (``kind`` says why)
+├── EmbeddingError           the embeddings endpoint gave no usable vectors
+├── JudgeOutputError         the judge model's answer is not a usable list of memories
+├── MalformedDecision        the conflict model's answer is not a usable decision
+├── CpuWorkFailed            CPU work in a child process ran too long or killed its process
+└── ApiError                 an error the query API answers with on purpose (status, code)
 
-The root, ``InvalidEvent``, ``ServiceUnavailable`` and ``ApiError`` are defined in
-``memstream_client.contract.errors`` (the client raises them too, without the server) and are the
-same classes here.
+The root, ``Outage``, ``Rejected``, ``InvalidEvent``, ``ServiceUnavailable`` and ``ApiError``
+are defined in ``memstream_client.contract.errors`` (the client raises them too, without the
+server) and are the same classes here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from memstream_client.contract.errors import (
     ApiError,
     InvalidEvent,
     MemstreamError,
+    Outage,
+    Rejected,
     ServiceUnavailable,
 )
 
@@ -38,12 +42,12 @@ class ConfigurationError(MemstreamError):
     """Settings that cannot work, found before anything runs."""
 
 
-class HistoryBehind(MemstreamError):
+class HistoryBehind(Outage):
     """The history stage has not stored a session's messages yet (it lags, or its group is
     rebalancing): the session's end is tried again later instead of holding up the worker."""
 
 
-class ProviderUnavailable(MemstreamError):
+class ProviderUnavailable(Outage):
     """A long-term provider cannot serve the call (not configured, down, or refused)."""
 
 
@@ -51,8 +55,8 @@ class ReplayRefused(MemstreamError):
     """The consumer group still has live members: rewinding now would race them."""
 
 
-class Refused(MemstreamError):
-    """The call was refused for its data (not an outage); ``__cause__`` says why."""
+class Refused(Rejected):
+    """A write was refused for its data (not an outage); ``__cause__`` says why."""
 
 
 class LLMError(MemstreamError):
@@ -92,8 +96,10 @@ __all__ = [
     "LLMErrorKind",
     "MalformedDecision",
     "MemstreamError",
+    "Outage",
     "ProviderUnavailable",
     "Refused",
+    "Rejected",
     "ReplayRefused",
     "ServiceUnavailable",
 ]

@@ -33,6 +33,7 @@ from memstream.broker.clients import admin_client, group_less_consumer, stop_con
 from memstream.broker.groups import Group, committed_by_role, describe_groups
 from memstream.broker.topics import partitions
 from memstream.settings import Settings
+from memstream_client.contract.topics import DEAD_LETTER
 
 # Each stage and the topic it reads, in the order records flow.
 STAGES = tuple((stage.name, stage.input) for stage in topology.STAGES)
@@ -136,7 +137,7 @@ class Pipeline:
             stage_tps = {stage: await partitions(admin, s.topic(t)) for stage, t in STAGES}
             staged = [tp for tps in stage_tps.values() for tp in tps]
             tier_tps = [tp for t in tiers for tp in await partitions(admin, s.topic(t))]
-            letter_tps = await partitions(admin, s.topic("dead-letter"))
+            letter_tps = await partitions(admin, s.topic(DEAD_LETTER))
             await consumer.start()
             try:
                 ends = await offsets.high_watermarks(consumer, staged + tier_tps + letter_tps)

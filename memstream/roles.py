@@ -1,24 +1,6 @@
 """Stage roles: the stream stages a worker runs (``memstream worker --stages``), the topics each
 role reads, and the consumer groups they read them in.
-
-The stages of each role are in ``memstream.topology``.
-
-- ``history``: ``message-written`` into the record and the cache; needs the database and
-  Redis, and is the one role ingest waits on.
-- ``summary``: conversation summaries (``summary-check``); CPU (extractive) or the LLM.
-- ``longterm``: session end, judge, dedupe, conflict, persist and the embedding backfill; CPU
-  (rule judge), the LLM and the long-term providers.
-
-The history stage reads with a plain Kafka consumer in the group ``MEMSTREAM_APP_ID``, in every
-worker that runs it, whatever its other roles: workers with the same app id share the
-``message-written`` partitions. The other stages are Faust agents, in a group named after the
-roles they run: ``<app id>-summary-longterm`` for a worker of every role or of those two,
-``<app id>-summary`` or ``<app id>-longterm`` for one of them. Each group reads only its roles'
-topics, so each role scales on its own; summary and long-term should each run in one kind of
-worker at a time (all-roles and ``summary,longterm`` workers are one kind), or they run twice.
-Before the history stage had a consumer of its own, the group ``MEMSTREAM_APP_ID`` read every
-topic: a new group takes over the offsets it committed (memstream.streams.worker).
-"""
+Why it works this way: docs/design/roles.md."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ class Settings(BaseSettings):
         env_prefix="MEMSTREAM_", env_file=".env", frozen=True, extra="ignore"
     )
 
-    # Public settings (CONTRACT section 1).
+    # Public settings (docs/settings.md).
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
     # How every client memstream builds reaches the broker (memstream_client.contract.security); an
     # empty value is unset. docs/security.md says which listener takes which.

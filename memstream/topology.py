@@ -2,9 +2,10 @@
 the stage role that runs it (``memstream.roles``), and the topic lists read from that table.
 
 Topic names here are unprefixed (``Settings.topic`` adds the prefix). The public topics are
-CONTRACT section 2; the others are between the stages and neither their names nor their shapes
-are public. Records that met an outage also wait on one topic per retry tier
-(``memstream.failure.tiers``), which every stage that retries writes.
+the contract's (``memstream_client.contract.topics``, docs/api.md); the others are between the
+stages and neither their names nor their shapes are public. Records that met an outage also
+wait on one topic per retry tier (``memstream.failure.tiers``), which every stage that retries
+writes.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memstream.failure.tiers import RetryPolicy, tier_topic
+from memstream_client.contract import topics
 
 if TYPE_CHECKING:
     from memstream.settings import Settings
 
 ROLES = ("history", "summary", "longterm")
-PUBLIC_TOPICS = ("message-written", "session-ended", "dead-letter", "memory-changed")
-# The public topics memstream writes and no stage of its own reads.
-OUTPUT_TOPICS = ("dead-letter", "memory-changed")
+# The public topics (the contract's), and those memstream writes and no stage of its own reads.
+PUBLIC_TOPICS = topics.PUBLIC_TOPICS
+OUTPUT_TOPICS = topics.OUTPUT_TOPICS
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +38,8 @@ class Stage:
 # In the order records flow. The conflict stage applies its own plans; the persist stage reads
 # what earlier versions handed over on lt-persist, and redriven dead letters.
 STAGES = (
-    Stage("history", "message-written", ("summary-check",), "history"),
-    Stage("session", "session-ended", ("summary-check", "lt-judge"), "longterm"),
+    Stage("history", topics.MESSAGE_WRITTEN, ("summary-check",), "history"),
+    Stage("session", topics.SESSION_ENDED, ("summary-check", "lt-judge"), "longterm"),
     Stage("judge", "lt-judge", ("lt-dedupe",), "longterm"),
     Stage("dedupe", "lt-dedupe", ("lt-conflict",), "longterm"),  # keyed by (tenant, user)
     Stage("conflict", "lt-conflict", (), "longterm"),

@@ -708,6 +708,10 @@ cmd_up() {
     if kafka_wanted; then
         need_command python3 python3 # kafka_ready
     fi
+    # The Kafka jars are wanted even when a broker already answers (another checkout's):
+    # tests/support/kraft.py starts KRaft nodes of its own from this checkout's $KAFKA_LIBS.
+    need_command java openjdk-17-jre-headless
+    need_command mvn maven
     need_command chromium chromium # tests/integration/test_dashboard.py (headless)
     need_command wrk wrk           # bench/loadpath/ (load generator)
     apt_install_needed
@@ -716,6 +720,8 @@ cmd_up() {
     replica_up
     redis_up
     redis_cluster_up
+    mkdir -p "$KAFKA_DIR"
+    kafka_fetch_jars
     kafka_up
     log "done in $((SECONDS - started))s"
     print_env

@@ -1,33 +1,7 @@
 """The Faust consumer memstream runs: aiokafka's, with fixes to how it seeks after a rebalance
-and to which offsets it commits.
-
-After every rebalance Faust drops the records it fetched while the group was settling and
-seeks each stream partition back to its committed offset. aiokafka's ``seek_to_committed``
-seeks only when that offset is above 0, so a partition that has none yet (a new topic, a new
-group) keeps the position past the dropped records, and they are never handled. Here such a
-partition goes back to its beginning, where ``auto_offset_reset="earliest"`` would have
-started it: the stages are idempotent, so reading a record twice is safe and skipping one
-is not.
-
-Faust commits, per partition, the run of consecutive acknowledged offsets that starts lowest,
-whether or not that run starts at the partition's next offset to commit: it checks for a
-missing first record only where an offset was committed, and by one too few there. So the
-first record a worker should handle after taking a partition over, when Faust dropped it
-around the rebalance (it resumes the partitions before it seeks them back), was committed as
-done once the records after it were acknowledged, and never handled: its session was lost.
-Here the run must start at the next offset to commit (``committable``), offsets Faust did not
-read are never taken for a gap in the log (it would commit past them), and a partition whose
-next record is neither acknowledged nor in flight while later ones are is sought back to it,
-to read it again (``lost``). A record Faust skips unhandled (read from the previous generation
-or while the flow is stopped for a rebalance) is acknowledged by Faust all the same: such an
-acknowledgement counts for nothing here, the record is read again from the committed offset.
-
-Committing in order is not enough for the stages that keep a user's sessions in order: a record
-handled past one that was dropped has been applied before it by the time the dropped one is read
-again. So records are also handed to the stages in order (``delivery``): a partition's record
-past the next one it should deliver is not handed on, and the partition is sought back to that
-one, which comes first again.
-"""
+(a partition with no committed offset goes back to its beginning), to which offsets it commits
+(only a run that starts at the next offset to commit) and to the order it hands records on
+(docs/design/faust-consumer.md)."""
 
 from __future__ import annotations
 

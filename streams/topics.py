@@ -9,17 +9,18 @@ from faust import TopicT
 from memstream.failure.tiers import RetryPolicy, tier_topic
 from memstream.streams.app import app, settings
 from memstream.topology import PUBLIC_TOPICS, REDRIVE_TOPICS, STAGE_TOPICS
+from memstream_client.contract.topics import DEAD_LETTER, MESSAGE_WRITTEN, SESSION_ENDED
 
 
 def _topic(name: str) -> TopicT:
     return app.topic(settings.topic(name), key_serializer="raw", value_serializer="raw")
 
 
-# By unprefixed name: the public topics (CONTRACT section 2), then those between the stages.
+# By unprefixed name: the public topics (the contract's), then those between the stages.
 by_name = {name: _topic(name) for name in (*PUBLIC_TOPICS, *STAGE_TOPICS)}
-message_written = by_name["message-written"]
-session_ended = by_name["session-ended"]
-dead_letter = by_name["dead-letter"]
+message_written = by_name[MESSAGE_WRITTEN]
+session_ended = by_name[SESSION_ENDED]
+dead_letter = by_name[DEAD_LETTER]
 lt_judge = by_name["lt-judge"]
 lt_dedupe = by_name["lt-dedupe"]
 lt_conflict = by_name["lt-conflict"]

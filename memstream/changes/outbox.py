@@ -12,11 +12,12 @@ from sqlalchemy import Insert, Table, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from memstream.changes.model import TOPIC, Change, value_of
 from memstream.store.schema import memory_change, memory_link
+from memstream_client.contract.changes import Change, value_of
+from memstream_client.contract.topics import MEMORY_CHANGED
 
 # The topic of the default prefix (``memory.``): what a store built without settings writes to.
-DEFAULT_TOPIC = f"memory.{TOPIC}"
+DEFAULT_TOPIC = f"memory.{MEMORY_CHANGED}"
 _CHUNK = 500  # ids per IN (...) list
 
 

@@ -24,11 +24,11 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.clients import producer
-from memstream.changes.model import key_of, with_content
 from memstream.changes.outbox import ChangeOutbox, insert_ignoring
 from memstream.settings import Settings
 from memstream.store.schema import change_relay as lease_table
 from memstream.store.schema import memory_change as t
+from memstream_client.contract.changes import key_of, with_content
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from memstream.broker.clients import group_less_consumer, stop_consumer
 from memstream.broker.offsets import target_offsets
 from memstream.broker.patience import patiently
 from memstream.broker.topics import ensure_topics, partitions_of, records_until_now
-from memstream.changes.model import TOPIC
 from memstream.settings import Settings
+from memstream_client.contract.topics import MEMORY_CHANGED
 
 PREVIEW_CHARS = 60
 
@@ -103,8 +103,8 @@ async def show(
 ) -> int:
     """Print the selected changes (all up to now, or from now on with ``follow``); answers
     how many were shown."""
-    topic = settings.topic(TOPIC)
-    await ensure_topics(settings, (TOPIC,))
+    topic = settings.topic(MEMORY_CHANGED)
+    await ensure_topics(settings, (MEMORY_CHANGED,))
     records = (
         _following(settings, topic, since) if follow else records_until_now(settings, topic, since)
     )

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from memstream.broker.topics import records_until_now
-from memstream.events.deadletter import Letter, read_letter
 from memstream.settings import Settings
+from memstream_client.contract.deadletter import Letter, read_letter
+from memstream_client.contract.topics import DEAD_LETTER
 
 PREVIEW_CHARS = 60
 
@@ -44,7 +45,7 @@ async def selected(
 ) -> AsyncIterator[Letter]:
     """The selected letters now in the dead-letter topic, oldest first per partition."""
     # Letters are stamped when they failed, so the topic need only be read from ``since``.
-    topic = settings.topic("dead-letter")
+    topic = settings.topic(DEAD_LETTER)
     async for record in records_until_now(settings, topic, selection.since):
         try:
             letter = read_letter(record.partition, record.offset, record.key, record.value)

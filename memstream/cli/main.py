@@ -16,6 +16,7 @@ from memstream.cli.options import overrides, program_parser, with_shared_options
 from memstream.errors import MemstreamError
 from memstream.roles import ROLES, parse_stages
 from memstream.settings import Settings
+from memstream_client.contract.topics import INPUT_TOPICS
 from memstream_client.mcp import command as mcp_command
 
 
@@ -91,14 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pub = sub.add_parser("publish", help="publish events from a JSON-lines file")
     pub.add_argument("file", type=Path)
-    pub.add_argument("--topic", required=True, choices=["message-written", "session-ended"])
+    pub.add_argument("--topic", required=True, choices=INPUT_TOPICS)
     pub.add_argument(
         "--no-validate",
         action="store_true",
         help="send every line as is (invalid ones then land in dead-letter)",
     )
     rep = sub.add_parser("replay", help="rewind the worker group's offsets for a backfill")
-    rep.add_argument("--topic", required=True, choices=["message-written", "session-ended"])
+    rep.add_argument("--topic", required=True, choices=INPUT_TOPICS)
     rep.add_argument("--to", required=True, type=_parse_to, help="earliest or an RFC 3339 time")
     red = sub.add_parser(
         "redrive",

@@ -16,8 +16,8 @@ from memstream.broker.topics import ensure_topics
 from memstream.errors import InvalidEvent
 from memstream.settings import Settings
 from memstream_client.contract.events import decode_value, parse_message, parse_session_end
+from memstream_client.contract.topics import INPUT_TOPICS, MESSAGE_WRITTEN
 
-INPUT_TOPICS = ("message-written", "session-ended")
 _WINDOW = 2000  # records in flight before waiting for the broker's acknowledgements
 
 
@@ -46,7 +46,7 @@ def read_lines(
             try:
                 obj = decode_value(raw)
                 if validate:
-                    if topic_name == "message-written":
+                    if topic_name == MESSAGE_WRITTEN:
                         parse_message(raw, settings.max_content_chars)
                     else:
                         parse_session_end(raw)

@@ -21,11 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.clients import producer
 from memstream.cli.deadletters import Reading, Selection, selected
-from memstream.events.deadletter import Letter
 from memstream.settings import Settings
 from memstream.store.database import create_engine
 from memstream.store.schema import redriven_letter as t
 from memstream.topology import REDRIVE_TOPICS
+from memstream_client.contract.deadletter import Letter
+from memstream_client.contract.topics import DEAD_LETTER
 
 CHUNK = 500
 REDRIVEN_HEADER = "memstream-redriven-from"
@@ -71,7 +72,7 @@ async def redrive(settings: Settings, selection: Selection, *, dry_run: bool) ->
     report.unreadable = reading.unreadable
     engine = create_engine(settings.database_url, pool_size=1)
     try:
-        ledger = Ledger(engine, settings.topic("dead-letter"))
+        ledger = Ledger(engine, settings.topic(DEAD_LETTER))
         await ledger.ensure()
         states = await ledger.states(letters)
         report.already = sum(1 for state in states.values() if state == "sent")

@@ -1,33 +1,5 @@
 """Vectors for the built-in store's memories, filled in after they were written.
-
-Nothing that writes a memory waits for an embedding: the long-term chain, ``POST
-/v1/memories`` and imports insert rows, and this loop (in the worker, memstream.agents.embed)
-finds live memories without a vector of the configured model and stores one, so a slow or
-absent endpoint never holds up the stream. A memory without a vector is still found
-lexically.
-
-Each ``tick`` embeds at most ``per_tick`` memories, in batches of the client's batch size.
-Memories written in the last ``lookback_seconds`` come first, so a new memory is found by
-meaning within a tick or two even while a large backlog (embeddings just switched on over a
-full store, or a new model) is being filled in. Ticks with nothing fresh to do walk the
-backlog through ``long_term_memory`` by (``created_at``, ``id``), oldest written first, from
-where the last such tick stopped, so a tick reads only what is new. Once the walk has caught
-up it steps back ``lookback_seconds``, so a row that another process stamped with an earlier
-time but committed later is still seen, and every ``sweep_seconds`` it starts again from the
-beginning (a writer whose clock lags further, a vector lost with a database restored from
-backup).
-
-When the endpoint fails, the tick stops where it is and a later one tries the same memories
-again (the client has already retried the batch with backoff); ticks in between are skipped,
-for a pause that doubles with each failure up to ``max_pause_seconds``, so an outage is not
-logged every second. When a batch fails, one short probe text tells an endpoint that is down
-(the tick stops) from one that refuses a text of the batch: then each memory is tried alone,
-and one still refused is counted and passed over until the next sweep. A failing database is
-the same as a failing endpoint: logged, and tried again next tick.
-
-Each tick also packs the vectors not in a search block yet (memstream.embeddings.blocks):
-those it stored, and those stored another way (by SQL, or before the blocks existed).
-"""
+Why it works this way: docs/design/embeddings-backfill.md."""
 
 from __future__ import annotations
 

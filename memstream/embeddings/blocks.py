@@ -1,18 +1,7 @@
 """A user's vectors packed for search (table ``memory_vector_block``): one range read on the
 primary key returns the whole matrix of one user and model, ready for a product with the
 query, whether or not this process has seen the user before.
-
-Each block holds up to ``BLOCK_MEMORIES`` memories: their ids and cubes, and their vectors
-quantised to int8 with one float32 scale per vector (a quarter of float32's bytes; cosines
-move by about 0.001, docs/design/builtin-store.md, "Vector blocks"). ``memory_embedding``
-keeps each vector in full; ``pack`` (the embedding backfill's, each tick) appends the
-vectors not packed yet to their user's last block, and a delete through memstream takes its
-memories out of their blocks in the deleting transaction. A search still reads the rows of
-its candidates, so a memory deleted any other way (by SQL) is never answered either.
-
-Locks, where the database takes them: ``memory_embedding`` rows before block rows, in
-``pack`` and in ``unpack`` alike, so a delete and a pack of the same user wait for each
-other instead of deadlocking, and neither leaves a deleted memory's vector in a block."""
+Why it works this way: docs/design/vector-blocks.md."""
 
 from __future__ import annotations
 

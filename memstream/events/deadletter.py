@@ -1,29 +1,15 @@
-"""Dead-letter records (CONTRACT 2.3): every input that cannot be accepted, with the reason,
-and the same records read back for inspection and redrive."""
+"""Dead letters of the stages: the input record a stage read, and its dead letter ready to
+publish. The record itself is ``memstream_client.contract.deadletter``."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import orjson
 
 from memstream.errors import InvalidEvent
-
-
-def kafka_time(timestamp: float | None) -> datetime | None:
-    """A Kafka timestamp (seconds) as a UTC datetime; None when absent (Kafka's -1) or outside
-    years 1 to 9999, where a producer's CreateTime can still put it."""
-    if timestamp is None or timestamp < 0:
-        return None
-    try:
-        return datetime.fromtimestamp(timestamp, UTC)
-    except (OverflowError, ValueError, OSError):
-        return None
+from memstream_client.contract.deadletter import dead_letter_value, kafka_time
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,117 +48,16 @@ class DeadLetter:
     reason: str
 
 
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _source(source: SourceRecord) -> dict[str, Any]:
-    moment = kafka_time(source.timestamp)
-    out: dict[str, Any] = {
-        "topic": source.topic,
-        "partition": source.partition,
-        "offset": source.offset,
-        "timestamp": _rfc3339(moment) if moment is not None else None,
-    }
-    stamp = source.timestamp
-    # Kafka's own range (int64 milliseconds); no broker stamped anything beyond it.
-    if moment is None and stamp is not None and math.isfinite(stamp) and abs(stamp) < 2**63 / 1000:
-        # RFC 3339 has no year 10000: the raw stamp still says what the producer claimed.
-        out["timestamp_ms"] = round(stamp * 1000)
-    return out
-
-
 def dead_letter(reason: str, detail: str, stage: str, source: SourceRecord) -> DeadLetter:
     """Build the dead-letter record for ``source``; the payload is kept byte for byte."""
-    payload: str | None
-    encoding = "utf8"
-    if source.value is None:
-        payload = None
-    else:
-        try:
-            payload = source.value.decode("utf-8")
-        except UnicodeDecodeError:
-            payload = base64.b64encode(source.value).decode("ascii")
-            encoding = "base64"
-    record = {
-        "reason": reason,
-        "detail": detail,
-        "stage": stage,
-        "source": _source(source),
-        "payload": payload,
-        "payload_encoding": encoding,
-        "failed_at": _rfc3339(datetime.now(UTC)),
-    }
-    return DeadLetter(key=source.key, value=orjson.dumps(record), reason=reason)
-
-
-@dataclass(frozen=True, slots=True)
-class Letter:
-    """A dead letter read back from its topic: where it sits, why it failed, the original."""
-
-    partition: int  # of the dead-letter topic
-    offset: int
-    key: bytes | None
-    reason: str
-    stage: str
-    detail: str
-    source_topic: str
-    source_partition: int | None
-    source_offset: int | None
-    failed_at: datetime | None
-    payload: bytes | None
-
-
-def read_letter(partition: int, offset: int, key: bytes | None, value: bytes | None) -> Letter:
-    """Decode one dead-letter record; raises ``ValueError`` when it is not one."""
-    try:
-        record = orjson.loads(value or b"")
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    if not isinstance(record, dict):
-        raise ValueError("not a JSON object")
-    source = record.get("source")
-    if not isinstance(source, dict):
-        source = {}
-    return Letter(
-        partition=partition,
-        offset=offset,
-        key=key,
-        reason=_text(record.get("reason")),
-        stage=_text(record.get("stage")),
-        detail=_text(record.get("detail")),
-        source_topic=_text(source.get("topic")),
-        source_partition=_integer(source.get("partition")),
-        source_offset=_integer(source.get("offset")),
-        failed_at=_time(record.get("failed_at")),
-        payload=_payload(record.get("payload"), record.get("payload_encoding")),
+    record = dead_letter_value(
+        reason,
+        detail,
+        stage,
+        topic=source.topic,
+        partition=source.partition,
+        offset=source.offset,
+        timestamp=source.timestamp,
+        payload=source.value,
     )
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _integer(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _payload(payload: Any, encoding: Any) -> bytes | None:
-    if not isinstance(payload, str):
-        return None
-    if encoding == "base64":
-        try:
-            return base64.b64decode(payload, validate=True)
-        except binascii.Error:
-            raise ValueError("payload is not base64") from None
-    return payload.encode("utf-8")
+    return DeadLetter(key=source.key, value=orjson.dumps(record), reason=reason)

@@ -6,15 +6,9 @@ from __future__ import annotations
 from aiokafka.errors import KafkaError, KafkaTimeoutError
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
-from memstream.errors import (
-    HistoryBehind,
-    InvalidEvent,
-    ProviderUnavailable,
-    Refused,
-    ServiceUnavailable,
-)
+from memstream.errors import InvalidEvent, Outage, Rejected
 
-# Outages worth waiting for: the database, the network, timeouts.
+# The database's and the network's own outages (memstream's are each an ``Outage``).
 TRANSIENT: tuple[type[BaseException], ...] = (
     SQLAlchemyError,
     OSError,
@@ -23,14 +17,16 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 )
 # Data the database itself refuses: retrying cannot help.
 REFUSED: tuple[type[BaseException], ...] = (IntegrityError, DataError)
-# What a stream stage waits out by trying a record again later.
-OUTAGES: tuple[type[BaseException], ...] = (
-    *TRANSIENT,
-    HistoryBehind,
-    ProviderUnavailable,
-    ServiceUnavailable,
-    KafkaTimeoutError,
-)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` is worth waiting out: one of memstream's outages, or the database, the
+    network or the broker not answering (the database refusing data is not)."""
+    if isinstance(exc, REFUSED):
+        return False
+    if isinstance(exc, KafkaError):
+        return exc.retriable or isinstance(exc, KafkaTimeoutError)
+    return isinstance(exc, (Outage, *TRANSIENT))
 
 
 def failure_reason(exc: BaseException) -> str | None:
@@ -39,8 +35,6 @@ def failure_reason(exc: BaseException) -> str | None:
     (the event's own, ``rejected_by_database``, or ``stage_error`` for anything unforeseen)."""
     if isinstance(exc, InvalidEvent):
         return exc.reason
-    if isinstance(exc, (Refused, *REFUSED)):
+    if isinstance(exc, (Rejected, *REFUSED)):
         return "rejected_by_database"
-    if isinstance(exc, OUTAGES) or (isinstance(exc, KafkaError) and exc.retriable):
-        return None
-    return "stage_error"
+    return None if is_outage(exc) else "stage_error"

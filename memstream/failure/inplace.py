@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from memstream import metrics
 from memstream.errors import Refused
 from memstream.failure.classify import REFUSED, TRANSIENT
+from memstream_client.retry import Backoff
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -30,7 +30,8 @@ async def retry_forever(
     The caller has not acknowledged its input meanwhile, so a crash while waiting loses
     nothing: the input is redelivered.
     """
-    delay = 0.1
+    backoff = Backoff(0.1, max_backoff, spread=(0.5, 1.5))
+    retry = 0
     while True:
         try:
             return await call()
@@ -38,6 +39,7 @@ async def retry_forever(
             raise Refused() from exc
         except transient as exc:
             metrics.RETRIES.labels(stage, op).inc()
-            log.warning("%s/%s failed (%r); retrying in %.1fs", stage, op, exc, delay)
-        await asyncio.sleep(delay * (0.5 + random.random()))
-        delay = min(delay * 2, max_backoff)
+            pause = backoff.pause(retry)
+            retry += 1
+            log.warning("%s/%s failed (%r); retrying in %.1fs", stage, op, exc, pause)
+        await asyncio.sleep(pause)

@@ -1,6 +1,6 @@
 """Long-term memory on the load path: filter and group retrieved items, then fit them to the budget.
 
-Numbers from the reference design (CONTRACT section 5): items scoring below 0.3 are dropped, each
+Numbers from the reference design: items scoring below 0.3 are dropped, each
 item is cut to 1,000 characters, the long-term budget is 4,000 tokens of which the user profile
 takes at most 60% and agent memory the rest, both truncated line by line.
 

@@ -1,18 +1,5 @@
 """Sensitive content, kept out of the long-term memory the load path hands to agents.
-
-Long-term memories are replayed into every later prompt of a user, and possibly to other agents:
-credentials and identity or payment numbers must not be. The checks prefer structure (checksums,
-known key formats, a keyword with a value) to bare digit counts, so ordinary numbers, dates,
-phone numbers and prices pass. Trade-offs:
-
-- a password is caught only with its keyword and a value ("password: x", "密码是123456");
-  a bare "hunter2" is not, and "my password is secret" (a plain word after "is") passes;
-- a card number is 13-19 digits (single spaces or hyphens between groups of 4-6), starting
-  with 2-6 (the card networks) and Luhn-valid; a random number of that shape is flagged one
-  time in ten, and a card written in odd groups is missed;
-- a US SSN is only recognised as ddd-dd-dddd (nine bare digits are too common to flag);
-- an IBAN must be written in capitals (as printed) and pass the mod-97 check.
-"""
+Why it works this way: docs/design/sensitive-content.md."""
 
 from __future__ import annotations
 

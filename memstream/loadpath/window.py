@@ -6,7 +6,7 @@ limit, the reference drops the conversation's system messages, memstream keeps t
 them against the window; and the reference prepends the conversation summary only when the
 messages it read overflow the window, so with few rounds everything older silently disappears,
 while memstream prepends it whenever older chat history is left out, by the rounds bound or by
-tokens (CONTRACT section 5).
+tokens (the reference design's numbers).
 
 Token counts are the ones stored at ingestion: nothing is tokenised here (DESIGN principle 5).
 """

@@ -1,36 +1,6 @@
-"""Local de-duplication of candidate memories within one batch (one session's judge output).
-
-Two candidates of the same target (``scope``) are duplicates when, in their comparison form
-(``memstream.text.normalise.comparison_form``), they are
-
-1. **exact**: equal normalised text;
-2. **contains**: one normalised text contains the other as a run of whole words (CJK text:
-   whole characters); the longer, more informative one is kept;
-3. **jaccard**: the Jaccard similarity of their sets of *character bigrams*
-   (``memstream.text.similarity.bigram_jaccard``) is at least ``JACCARD_THRESHOLD``;
-4. **levenshtein**: both normalised texts have at most ``SHORT_TEXT_CHARS`` characters and
-   their normalised Levenshtein similarity (``rapidfuzz``) is at least
-   ``LEVENSHTEIN_THRESHOLD``.
-
-Fuzzy rules never merge different facts. Edit distance and shared characters cannot tell
-"lives in Rome" from "lives in Nice" (Levenshtein similarity 0.86) or "likes tea" from
-"dislikes tea" (0.86), so rules 2-4 are guarded:
-
-- the negation differs (not, no, never, doesn't, without, ...; 不 没 未 无 勿 非): never a
-  duplicate;
-- rules 3-4 also need the same numbers ("30 years old" vs "31 years old") and no substituted
-  content word: when each text has a content word (stemmed, stop words dropped; CJK: single
-  characters) that the other lacks and that is not a spelling variant of one of the other's
-  (Levenshtein similarity >= ``LEVENSHTEIN_THRESHOLD``, words of 4+ letters, numbers never),
-  the texts state different things. An inserted word ("The user currently lives in Berlin")
-  or a spelling variant ("favourite colour" / "favorite color") is still a duplicate.
-
-When two candidates are duplicates, the survivor is the one with the higher importance (tie:
-the longer text, then the earlier one), except for containment, where the longer text wins and
-takes the higher importance of the two (capped to its category's range). The survivor always
-carries the union of both ``source_event_ids`` (provenance is never lost). The output keeps
-the input order of each group's first member.
-"""
+"""Local de-duplication of candidate memories within one batch (one session's judge output):
+exact, contained, Jaccard and Levenshtein duplicates, guarded so that fuzzy rules never merge
+different facts (docs/design/dedupe.md)."""
 
 from __future__ import annotations
 

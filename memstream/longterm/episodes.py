@@ -1,16 +1,5 @@
 """Episodes: what the user said that carries content, kept as one dated, attributed line.
-
-Facts are what the judge distils ("The user is vegetarian."); episodes keep what was actually
-said, so a later question finds it even when no rule or model turned it into a fact:
-
-    Caroline (8 May 2023): I went to a LGBTQ support group on 7 May 2023.
-
-One episode per new user turn. A short answer to the assistant's question has no subject of its
-own, so the question is kept with it. Pure acknowledgements and small talk ("Thanks!", "好的")
-are not episodes. Relative dates are written as absolute ones against the message's time. The
-text is a pure function of the messages, so a replayed session yields the same lines, which the
-store's per-cube content key then keeps once.
-"""
+Why it works this way: docs/design/episodes.md."""
 
 from __future__ import annotations
 

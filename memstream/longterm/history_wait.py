@@ -27,6 +27,7 @@ from memstream.broker.topics import partitions
 from memstream.errors import HistoryBehind
 from memstream.roles import groups_running
 from memstream.settings import Settings
+from memstream_client.contract.topics import MESSAGE_WRITTEN
 
 
 class HistoryOrdering:
@@ -35,7 +36,7 @@ class HistoryOrdering:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.topic = settings.topic("message-written")
+        self.topic = settings.topic(MESSAGE_WRITTEN)
         self._lookups = offsets.TimeLookups()
         self._admin: AIOKafkaAdminClient | None = None
 

@@ -1,48 +1,6 @@
 """Per-user serial order of the long-term chain's last step: a user's sessions are applied in
-the order they ended, one after the other, each planned only once the one before is applied.
-
-The conflict stage plans a session against the user's live memories and applies the plan in
-one step, reading records keyed by (tenant, user). Arrival order alone is not enough: a session
-that waits out an outage on a retry tier, in any stage of the chain, would be overtaken by the
-user's next session (planned without it, so a newer fact would not expire the older one, or the
-older one would land last and expire the newer).
-
-So every record joins its user's queue, kept in a table partitioned like the stage's input
-(``tables/order.py``), and only the queue's head is worked on:
-
-- The session stage announces each session end as soon as it reads it, before anything there
-  can fail: a **placeholder** keyed by the user, ordered by when the session ended. The
-  session's candidates fill it when they arrive; any other end of that session (nothing new,
-  long-term memory off, nothing judged, dead-lettered) **releases** it (nothing new: after a
-  grace, in case the candidates of an earlier reading of it are on their way). The user's later
-  sessions wait behind an unfilled placeholder; other users never do. A placeholder is dropped
-  once the retry horizon has passed since it was announced (a **wake** on a retry tier comes
-  back for it when records wait behind it), so a lost session never blocks its user for longer.
-- Records and placeholders are placed by the session's end time, except before a head already
-  tried (planned, failed or copied): a session of a user cannot overtake one that reached the
-  conflict stage first but ended later only while neither has been worked on. A record with no
-  placeholder (released early, dropped, sent back by ``memstream redrive``, or from a version
-  that sent none) is placed by its time as well, or last when it carries none.
-- The head is planned once and the plan kept with it before anything is written. A second try
-  applies the same plan: planning again after a partial write would skip what the first try
-  stored and never expire what it superseded.
-- An outage sends the head to the retry tier of its attempt (``memstream.failure.tiers``);
-  the user's next records wait in the queue, acknowledged, until it comes back. Its horizon
-  counts from when it joined the queue, so no record waits longer than the horizon in all.
-- Once applied, the next record is head and is worked on at once. One that cannot be applied
-  (a failure no wait can fix, or its horizon spent) is dead-lettered and the next is head;
-  ``memstream redrive`` sends it back, and it is placed by its session's time among the records
-  not tried yet.
-
-A record that comes back while still queued (a redelivery) is not queued twice, a placeholder
-announced twice is kept once, and a release never removes a filled placeholder. Every session
-applied is remembered for the horizon (its session and its record), so that a late copy is not
-applied a second time after the sessions that followed it, nor announced again to hold them
-back: copies come from the retry tiers, and from every stage upstream that read a record again
-after a crash or a rebalance (each sends its output again, and a session end read again is
-announced again). Applied a second time after the user's next session, a session's older fact
-would be stored again beside the newer one that had expired it.
-"""
+the order they ended, one after the other, each planned only once the one before is applied
+(docs/design/user-order.md: placeholders, releases, wakes, copies)."""
 
 from __future__ import annotations
 

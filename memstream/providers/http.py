@@ -1,24 +1,6 @@
 """What the HTTP long-term providers (MemOS, Mem0) share: one pooled ``httpx.AsyncClient`` per
 provider, bounded retries for calls that are safe to repeat, and per-call metrics.
-
-Every failure is a ``ProviderCallFailed`` (a ``ProviderUnavailable``): HTTP error status,
-timeout, connection error, a body that is not JSON, or a reply the adapter's parser refuses
-(an error envelope, a malformed shape). ``retryable`` says whether repeating the same request
-can help (network errors, 5xx, 429); the adapters decide which calls may be repeated at all.
-
-Timeouts are not retried: a server that did not answer within the timeout will not answer
-faster the second time, and on the load path a retry would only double the wait.
-
-API keys travel in headers only; no message here ever contains a header, so a key is never
-logged or put into an exception. Nor does a message carry what the server answered: a reply
-may quote users' memories, and a failure's message reaches logs and the API's 503 answers.
-The start of the reply is logged at DEBUG only (``log_reply``).
-
-Metrics (label values are bounded: provider names and call names, never ids):
-    ``memstream_provider_seconds{provider,call}``   latency of a logical call, retries included
-    ``memstream_provider_failures_total{provider,call}``   logical calls that failed (after
-    their retries); a search counted here is what the load path reports as ``degraded``.
-"""
+Why it works this way: docs/design/http-providers.md."""
 
 from __future__ import annotations
 

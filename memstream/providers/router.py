@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.changes.model import TOPIC
 from memstream.changes.outbox import DEFAULT_TOPIC, ChangeOutbox
 from memstream.embeddings.client import EmbeddingClient
 from memstream.errors import ProviderUnavailable
@@ -29,6 +28,7 @@ from memstream.store.agents import AgentConfig, AgentConfigStore, Provider
 from memstream.store.ledger import ProviderLedger
 from memstream.store.reads import Reads
 from memstream.store.schema import agent_config
+from memstream_client.contract.topics import MEMORY_CHANGED
 
 if TYPE_CHECKING:
     from memstream.settings import Settings
@@ -52,7 +52,7 @@ class ProviderRouter:
         self._engine = engine
         self.agents = AgentConfigStore(engine)
         # Every provider records its changes for this deployment's memory-changed topic.
-        self.changes = ChangeOutbox(settings.topic(TOPIC) if settings else DEFAULT_TOPIC)
+        self.changes = ChangeOutbox(settings.topic(MEMORY_CHANGED) if settings else DEFAULT_TOPIC)
         if settings is None:
             self.builtin = MySQLProvider(engine, changes=self.changes)
         else:

@@ -1,28 +1,5 @@
 """The extractive conversation summary of about ``SUMMARY_BUDGET_TOKENS`` tokens.
-
-``fold`` needs no model. It keeps the previous summary (dropping its least informative
-sentences when space runs out) and adds the most informative sentences of the new messages,
-attributed ("User: ..." / "Assistant: ..."), in chronological order. It is incremental: the
-summary it returns carries its sentences with their scores and token counts (``sentences``,
-stored next to the text), so the next fold scores only the new messages and counts only the
-lines that changed; its cost grows with the new messages, never with the conversation. A
-previous summary without them (a model's text) is split and scored again.
-
-Sentences are scored by
-- substance: distinct content terms (stemmed words without stop words; Chinese characters
-  and character bigrams) and their density per token;
-- specifics: numbers and dates, capitalised names, times ("tomorrow", "next week", 明天);
-- intent: the user's own facts and wishes ("I live", "my", "我住在"), decisions and plans
-  ("decided", "will", "决定", "打算"), questions the user asked, and the assistant's key
-  answers (its first sentence of an answer, recommendations: "I recommend", "建议");
-- recency: later messages weigh a little more.
-Greetings and filler ("Hi!", "Thanks a lot!", "How can I help you today?", "你好", "好的，谢谢")
-are never kept. The result is counted exactly until it fits the budget: it never exceeds
-``budget_tokens``.
-
-Everything here is CPU work with no IO: the summary stage runs it in a
-process of its own (``memstream.cpu``), never on the event loop.
-"""
+Why it works this way: docs/design/summary-fold.md."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """Where the API's reads go: the read replica (``MEMSTREAM_DATABASE_READ_URL``), except for a
 user whose memories this process changed within the last few seconds, read on the primary.
-
-A replica applies the primary's writes a little later (its lag). Without the exception a
-client that stores a memory through the API and searches at once could miss it, and one that
-deletes or forgets could still find what it removed. With it, the API's own writes are seen
-by this process's next reads of that user; writes made elsewhere (the worker, another API
-process) reach the reads once the replica has them. A write the ids do not tie to one user
-(deleting memories by id) sends the whole tenant's reads to the primary for that time.
-
-The replica's lag itself is checked every ``MEMSTREAM_DATABASE_READ_LAG_CHECK_SECONDS``
-(``SHOW REPLICA STATUS``, its ``Seconds_Behind_Master``): while it is over
-``MEMSTREAM_DATABASE_READ_MAX_LAG_SECONDS``, or unknown (the replica stopped applying or
-replicating, the check failed, or its last answer is stale), every read goes to the primary.
-"""
+Why it works this way: docs/design/read-replicas.md."""
 
 from __future__ import annotations
 

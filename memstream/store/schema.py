@@ -1,4 +1,4 @@
-"""The database schema (CONTRACT section 3), one definition for MySQL/MariaDB and SQLite."""
+"""The database schema, one definition for MySQL/MariaDB and SQLite."""
 
 from __future__ import annotations
 
@@ -304,7 +304,7 @@ agent_config = Table(
 )
 
 # MD5 of ``role:content`` per conversation: messages already judged are not judged again.
-# A mark lives for seven days (CONTRACT section 5); expired marks are ignored and pruned.
+# A mark lives for seven days (the reference design's number); expired marks are ignored and pruned.
 processed_mark = Table(
     "processed_mark",
     metadata,

@@ -1,18 +1,5 @@
 """Temporal grounding: relative dates in a message rewritten as absolute ones.
-
-"I went hiking yesterday", said on 8 May 2023, becomes "I went hiking on 7 May 2023", so a
-memory extracted from it is still true when it is read a year later; 昨天 becomes 2023年5月7日.
-The reference day is the message's ``created_at`` in its own time zone.
-
-Conventions: weeks run Monday to Sunday and "a week" is named by its Monday ("in the week of
-1 May 2023", 2023年5月1日那一周); a weekend is the Saturday and Sunday of its week; "last
-Friday" is the latest Friday before the day, "next Friday" the first one after it, "this
-Friday" the one in the day's week. "The last week" / "the next month" (a span, not a calendar
-unit) and expressions whose date falls outside years 1..9999 are left as written.
-
-Every pattern is a flat alternation of literals with bounded repeats (no nested or unbounded
-quantifiers), so one pass costs time linear in the text, whatever the text.
-"""
+Why it works this way: docs/design/dates.md."""
 
 from __future__ import annotations
 

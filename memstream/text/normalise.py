@@ -1,16 +1,5 @@
 """The forms texts are compared in, from the lightest to the most forgiving.
-
-- ``collapse_whitespace``: runs of white space become one space, the ends are trimmed.
-- ``fold``: Unicode NFKC (full width to half width: "ＡＢＣ１２３" -> "ABC123", "，" -> ",")
-  and case folding.
-- ``fold_spaces_and_case``: both of the above; punctuation is kept. Two memories with the same
-  form are one memory (the stores' content key).
-- ``comparison_form``: ``fold``, then apostrophes removed ("user's" -> "users", "doesn't" ->
-  "doesnt"), punctuation replaced by spaces (a "." between digits is kept), runs of white space
-  collapsed, and no space between two CJK characters ("用户 喜欢" -> "用户喜欢"). Near
-  duplicates, slot facts and summary sentences are compared in this form; its units
-  (``comparison_units``) are what dedupe counts.
-"""
+Why it works this way: docs/design/normalise.md."""
 
 from __future__ import annotations
 

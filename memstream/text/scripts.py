@@ -1,17 +1,5 @@
 """Unicode blocks of the scripts written without spaces between words, named once.
-
-Each constant is the body of a regular-expression character class: ``re.compile(f"[{HAN}]")``.
-The stages look at different widths on purpose, so each width has its own name:
-
-- ``HAN``: Chinese characters. The judge and conflict grammars are Chinese grammars, so a
-  sentence goes to them when it holds one of these.
-- ``CJK``: ``HAN`` plus kana and Hangul syllables. Dedupe compares these one character at a
-  time (they carry no spaces to split words on).
-- ``CJK_EXTENDED``: ``CJK`` plus Hangul Jamo and the Katakana phonetic extension. Retrieval
-  indexes runs of these as character bigrams.
-- ``WIDE``: ``CJK`` plus CJK symbols and punctuation and the full-width forms. A summary puts no
-  space next to these when it joins sentences.
-"""
+Why it works this way: docs/design/scripts.md."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -13,11 +13,11 @@ import pytest
 
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
-from memstream.store.messages import StoredMessage
 from memstream.store.schema import conversation_summary
 from memstream.text.tokens import count_tokens
 from tests.support.api import client_for
 from tests.support.faults import proxied_database
+from tests.support.messages import alternating, chat
 from tests.support.settings import free_port, isolated_settings
 from tests.support.waiting import eventually
 
@@ -28,30 +28,6 @@ pytestmark = pytest.mark.integration
 async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     async with client_for(settings) as client:
         yield client
-
-
-def chat(tenant: str, conversation: str, contents: list[tuple[str, str]]) -> list[StoredMessage]:
-    start = datetime(2026, 2, 1, 12, 0)
-    return [
-        StoredMessage(
-            tenant_id=tenant,
-            conversation_id=conversation,
-            event_id=f"{conversation}-{i}",
-            user_id="u1",
-            agent_id="a1",
-            role=role,
-            message_type="chat",
-            content=content,
-            token_count=count_tokens(content),
-            created_at=start + timedelta(seconds=i),
-            source_conversation_id=conversation,
-        )
-        for i, (role, content) in enumerate(contents)
-    ]
-
-
-def alternating(n: int) -> list[tuple[str, str]]:
-    return [("user" if i % 2 == 0 else "assistant", f"turn {i} about trains") for i in range(n)]
 
 
 def context_body(tenant: str, conversation: str = "c1", **extra: Any) -> dict[str, Any]:

@@ -4,9 +4,7 @@ MariaDB and SQLite, with the local fake embeddings server."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,75 +20,29 @@ from memstream.providers import degraded
 from memstream.providers.builtin import MySQLProvider, sql
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
-from memstream.store.database import create_engine, migrate
+from memstream.store.database import create_engine
 from memstream.store.schema import long_term_memory, memory_embedding, memory_vector_block
-from tests.fakes.embeddings import EmbeddingScript, Fault, embeddings_app
-from tests.fakes.http import serve
+from tests.fakes.embeddings import EmbeddingScript, Fault
 from tests.support.api import client_for
+from tests.support.databases import db
+from tests.support.embeddings import (
+    DIMENSION,
+    FACTS,
+    MODEL,
+    QUESTION,
+    VEGETARIAN,
+    at_cosine,
+    client,
+    script,
+    server,
+)
 from tests.support.kafka import message, session_end
 from tests.support.settings import free_port, isolated_settings
 from tests.support.waiting import eventually
 
+__all__ = ["db", "script", "server"]  # the fixtures: SQLite and MariaDB, fake embeddings
+
 pytestmark = pytest.mark.integration
-
-MARIADB_URL = "mysql+aiomysql://root@127.0.0.1:3306/memstream"
-DIMENSION = 384  # unrelated random vectors then have cosines near 0, as a real model's do
-MODEL = "fake-minilm"
-
-QUESTION = "Where should I eat tonight?"
-VEGETARIAN = "The user is vegetarian."
-FACTS = [
-    VEGETARIAN,
-    "The user lives in Berlin.",
-    "The user plays the cello on weekends.",
-    "The user works night shifts as a nurse.",
-]
-
-
-def axis(n: int) -> np.ndarray:
-    vector = np.zeros(DIMENSION)
-    vector[n] = 1.0
-    return vector
-
-
-def at_cosine(cosine: float, to: int, other: int) -> list[float]:
-    """A unit vector whose cosine with ``axis(to)`` is ``cosine``."""
-    vector = cosine * axis(to) + np.sqrt(1.0 - cosine * cosine) * axis(other)
-    return [float(x) for x in vector]
-
-
-@pytest.fixture(params=["sqlite", "mariadb"])
-async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}" if request.param == "sqlite" else None
-    url = url or MARIADB_URL
-    try:
-        await migrate(url)
-    except Exception as exc:  # pragma: no cover - depends on the machine
-        pytest.fail(f"{url} is not reachable: {exc}; start the services with `make services`")
-    engine = create_engine(url)
-    yield engine
-    await engine.dispose()
-
-
-@pytest.fixture
-def script() -> EmbeddingScript:
-    # The question sits on axis 0; the vegetarian memory is close to it in meaning and
-    # shares no word with it; every other text gets a random vector (cosine about 0).
-    return EmbeddingScript(
-        dimension=DIMENSION,
-        meanings={QUESTION: at_cosine(1.0, 0, 1), VEGETARIAN: at_cosine(0.55, 0, 2)},
-    )
-
-
-@pytest.fixture
-def server(script: EmbeddingScript) -> Iterator[str]:
-    with serve(embeddings_app(script)) as url:
-        yield f"{url}/v1"
-
-
-def client(url: str, **options: float) -> EmbeddingClient:
-    defaults: dict[str, float] = {"max_attempts": 1, "backoff_base": 0.01, "timeout": 2.0}
-    return EmbeddingClient(url, MODEL, **{**defaults, **options})  # type: ignore[arg-type]
 
 
 def memory(tenant: str, content: str, *, user: str = "u1", cube: str = USER_PROFILE) -> NewMemory:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select, update
@@ -21,28 +19,13 @@ from memstream.providers.builtin import MySQLProvider
 from memstream.providers.builtin.index_cache import UserIndexCache
 from memstream.providers.builtin.postings import TermBackfill
 from memstream.providers.identity import content_hash
-from memstream.store.database import create_engine, migrate
 from memstream.store.schema import long_term_memory, memory_change, memory_link
 from memstream.text.terms import tokenize
+from tests.support.databases import db
+
+__all__ = ["db"]  # the fixture: SQLite and MariaDB
 
 pytestmark = pytest.mark.integration
-
-MARIADB_URL = "mysql+aiomysql://root@127.0.0.1:3306/memstream"
-
-
-@pytest.fixture(params=["sqlite", "mariadb"])
-async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}"
-    else:
-        url = MARIADB_URL
-    try:
-        await migrate(url)
-    except Exception as exc:  # pragma: no cover - depends on the machine
-        pytest.fail(f"{url} is not reachable: {exc}; start the services with `make services`")
-    engine = create_engine(url)
-    yield engine
-    await engine.dispose()
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ from memstream.api.services import Services
 from memstream.launch import Launched, api_url
 from memstream.settings import Settings
 from memstream_client.contract.api import ContextRequest
-from tests.integration.test_api import chat
 from tests.support import REPO
+from tests.support.messages import chat
 from tests.support.processes import start_memstream, worker_metric
 from tests.support.settings import free_port, isolated_settings, unique
 from tests.support.waiting import eventually

@@ -24,7 +24,7 @@ from memstream.providers.identity import content_hash
 from memstream.retrieval import MMR_LAMBDA, RELATIVITY
 from memstream.store.schema import long_term_memory, memory_term
 from memstream.text.terms import tokenize
-from tests.integration.test_mysql_provider import db
+from tests.support.databases import db
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,8 @@ from memstream.providers.builtin import MySQLProvider
 from memstream.settings import Settings
 from memstream.store.database import create_engine
 from memstream.store.messages import MessageStore
-from tests.integration.test_api import alternating, chat
 from tests.support.api import client_for
+from tests.support.messages import alternating, chat
 from tests.support.settings import isolated_settings
 from tests.support.waiting import eventually
 

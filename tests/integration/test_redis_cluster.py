@@ -20,10 +20,10 @@ from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.rebuilds import CacheRebuilds
 from memstream.text.tokens import count_tokens
-from tests.integration.test_api import alternating
-from tests.integration.test_api import chat as api_chat
 from tests.support.api import client_for
 from tests.support.kafka import message
+from tests.support.messages import alternating
+from tests.support.messages import chat as api_chat
 from tests.support.redis_cluster import start_cluster
 from tests.support.settings import isolated_settings
 from tests.support.waiting import eventually

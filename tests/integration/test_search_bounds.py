@@ -18,8 +18,8 @@ from memstream.providers.builtin import MySQLProvider, postings
 from memstream.providers.builtin import provider as provider_module
 from memstream.providers.builtin.provider import INLINE_WORK
 from memstream.text.terms import phrases, tokenize
-from tests.integration.test_hybrid_search import client, script, server
-from tests.integration.test_mysql_provider import db
+from tests.support.databases import db
+from tests.support.embeddings import client, script, server
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from typing import TYPE_CHECKING
 
-from aiokafka.admin import AIOKafkaAdminClient
-
-from memstream.broker.clients import client_options
-from memstream.settings import Settings
+if TYPE_CHECKING:
+    from memstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +39,12 @@ def take_made() -> set[str]:
 
 async def drop_topics(settings: Settings, tags: set[str]) -> int:
     """Delete every topic named after one of ``tags``; answers how many."""
+    # Here, not with the module: a unit run records names (tests.support.settings) and never
+    # drops them, and loads no broker client.
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from memstream.broker.clients import client_options
+
     admin = AIOKafkaAdminClient(**client_options(settings), request_timeout_ms=15000)
     await admin.start()
     try:

@@ -10,21 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from memstream.changes.model import (
-    API,
-    FORGET,
-    RETENTION,
-    Cause,
-    Change,
-    added,
-    change_id,
-    key_of,
-    removed,
-    value_of,
-    with_content,
-)
+from memstream.changes.model import API, FORGET, RETENTION, Cause, added, removed
 from memstream.cli.changes import Filter, line
 from memstream.memory import MemoryItem
+from memstream_client.contract.changes import Change, change_id, key_of, value_of, with_content
 from memstream_client.contract.schemas import validator
 
 NOW = datetime(2026, 5, 1, 12, 30, tzinfo=UTC)

@@ -9,8 +9,7 @@ import pytest
 
 from memstream.text import dates
 from memstream.text.dates import display_date, display_date_zh, ground_dates
-
-MONDAY = datetime(2023, 5, 8, 15, 30, tzinfo=UTC)  # Monday 8 May 2023
+from tests.support.texts import ADVERSARIAL, MONDAY
 
 
 def at(year: int, month: int, day: int) -> datetime:
@@ -230,25 +229,6 @@ def test_every_day_of_a_leap_year_grounds_consistently() -> None:
         assert ground_dates("yesterday", created) == f"on {display_date(day - timedelta(1))}"
         assert ground_dates("明天", created) == display_date_zh(day + timedelta(1))
         day += timedelta(1)
-
-
-ADVERSARIAL = [
-    " " * 32768,
-    "last " * 6553,
-    "last" + " " * 32760 + "week",
-    "1 " * 16384,
-    "in 1 " * 6553,
-    "123 days" * 4096,
-    "the day before " * 2184,
-    "a" * 32768,
-    "yesterday" * 3640,
-    "上" * 32768,
-    "上个" * 16384,
-    "十" * 32768,
-    "三天" * 16384,
-    "1" * 32768,
-    "\u200b\t\n" * 10922,
-]
 
 
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=lambda t: repr(t[:12]))

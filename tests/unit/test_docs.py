@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,10 @@ CLIENT = ROOT / "clients" / "python"
 PAGES = [ROOT / "README.md", CLIENT / "README.md", *sorted(DOCS.rglob("*.md"))]
 # The import packages of the repository: the server's and the client distribution's.
 PACKAGES = (ROOT / "memstream", CLIENT / "memstream_client")
+# The top-level folders installed inside memstream (memstream.agents is agents/).
+MAPPED: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+    "tool"
+]["setuptools"]["package-dir"]
 _CODE = re.compile(r"`([^`\n]+)`")
 
 
@@ -105,17 +110,19 @@ def test_every_route_is_in_the_api_reference() -> None:
 
 def _library() -> list[str]:
     """Every package and top-level module of memstream and of the client, as the code map names
-    them: the folders linked into the package by their place in the repository (``agents/``)."""
+    them: the folders installed inside memstream by their place in the repository (``agents/``)."""
     named = []
-    for path in sorted(path for package in PACKAGES for path in package.iterdir()):
+    mapped = [
+        ROOT / folder for folder in MAPPED.values() if (ROOT / folder / "__init__.py").exists()
+    ]
+    for path in sorted([*(p for package in PACKAGES for p in package.iterdir()), *mapped]):
         if path.name.startswith(("_", ".")) and path.name != "__main__.py":
             continue
-        linked = path.is_symlink()
-        where = path.resolve().relative_to(ROOT) if linked else path.relative_to(ROOT)
+        where = path.relative_to(ROOT)
         if path.is_dir() and (path / "__init__.py").exists():
             named.append(f"{where}/")
             named += [
-                f"{sub.parent.resolve().relative_to(ROOT)}/"
+                f"{sub.parent.relative_to(ROOT)}/"
                 for sub in sorted(path.rglob("*/__init__.py"))
                 if "__pycache__" not in sub.parts
             ]
@@ -174,7 +181,10 @@ _TOP = (
 
 def _module_exists(dotted: str) -> bool:
     top = CLIENT if dotted.split(".")[0] == "memstream_client" else ROOT
-    path = top.joinpath(*dotted.split("."))
+    parts = dotted.split(".")
+    if ".".join(parts[:2]) in MAPPED:  # memstream.agents: the top-level agents/
+        parts = [MAPPED[".".join(parts[:2])], *parts[2:]]
+    path = top.joinpath(*parts)
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 

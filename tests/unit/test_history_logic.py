@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstream.errors import InvalidEvent
-from memstream.events.deadletter import SourceRecord, dead_letter, kafka_time
+from memstream.events.deadletter import SourceRecord, dead_letter
 from memstream.history import Triage, triage
 from memstream.store.cache import decode_member, encode_member, score
 from memstream.text.tokens import count_tokens
+from memstream_client.contract.deadletter import kafka_time
 from memstream_client.contract.events import parse_session_end
 from memstream_client.contract.schemas import validator
 

@@ -6,8 +6,6 @@ at 16k characters they still give the answer a short input gives, exactly. How l
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from memstream.longterm.conflict.facts import MAX_CHAINED_PREDICATES, Fact, parse
@@ -17,22 +15,7 @@ from memstream.longterm.judge.rules.en.episodes import _EP_CUT
 from memstream.longterm.judge.rules.en.lexicon import _CLAUSE_SPLIT_EN
 from memstream.longterm.judge.rules.en.profile import _DURATION
 from memstream.longterm.judge.rules.zh import _HAS_DATE_ZH
-from memstream.longterm.models import SessionMessage
-
-N = 16_000
-
-
-def said(text: str) -> list[SessionMessage]:
-    return [SessionMessage("e1", "user", text, True, datetime(2025, 1, 1, tzinfo=UTC))]
-
-
-ENDINGS = {
-    "emoticons": "^_^" * (N // 3),
-    "fillers": ", too" * (N // 5),
-    "laughs": ", haha" * (N // 6),
-    "punctuation": "." * N,
-    "spaced punctuation": " !" * (N // 2),
-}
+from tests.support.texts import ENDINGS, N, said
 
 
 @pytest.mark.parametrize("ending", ENDINGS.values(), ids=list(ENDINGS))

@@ -17,6 +17,7 @@ from memstream.llm import LLMClient
 from memstream.longterm.judge import NEW_MARK, Judge
 from memstream.longterm.models import SessionMessage
 from tests.fakes.llm import Reply, Script, llm_app
+from tests.support.llm_output import flaw_counts, grown
 from tests.support.settings import free_port
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -197,28 +198,6 @@ async def test_no_new_message_asks_nothing(judge: tuple[Judge, Script]) -> None:
 
 
 # --- what a small local model answers (shapes seen from SmolLM2-135M in JSON mode) ----------
-
-
-def flaw_counts(stage: str = "judge") -> dict[str, float]:
-    reasons = ("truncated", "invented_field", "wrong_type", "bad_value", "out_of_range")
-    reasons += ("unknown_id", "unparseable", "wrong_shape", "empty")
-    counts = {
-        r: REGISTRY.get_sample_value("memstream_llm_malformed_total", {"stage": stage, "reason": r})
-        or 0.0
-        for r in reasons
-    }
-    for outcome in ("clean", "repaired", "rejected"):
-        counts[outcome] = (
-            REGISTRY.get_sample_value(
-                "memstream_llm_answers_total", {"stage": stage, "outcome": outcome}
-            )
-            or 0.0
-        )
-    return counts
-
-
-def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {k: after[k] - before[k] for k in after if after[k] != before[k]}
 
 
 CUT_AFTER_ONE = (

@@ -19,7 +19,7 @@ from memstream.shortterm.fold import extractive_summary
 from memstream.shortterm.llm_summary import llm_summary
 from memstream.text.tokens import count_tokens
 from tests.fakes.llm import Reply, Script, llm_app
-from tests.unit.test_llm_judge import flaw_counts, grown
+from tests.support.llm_output import flaw_counts, grown
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from aiokafka.errors import KafkaConnectionError, RecordTooLargeError
+from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, RecordTooLargeError
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
-from memstream.errors import InvalidEvent, ProviderUnavailable, Refused
-from memstream.failure.classify import failure_reason
+from memstream.errors import (
+    HistoryBehind,
+    InvalidEvent,
+    MemstreamError,
+    Outage,
+    ProviderUnavailable,
+    Refused,
+    Rejected,
+    ServiceUnavailable,
+)
+from memstream.failure.classify import failure_reason, is_outage
 from memstream.failure.tiers import Failing, RetryPolicy, RetryRecord, next_try, tier_topic
 from memstream.settings import Settings
 from memstream.topology import REDRIVE_TOPICS, internal_topics
+from memstream_client.contract import errors as client_errors
 
 
 def tries(policy: RetryPolicy) -> list[float]:
@@ -149,6 +159,10 @@ def test_retry_state_travels_in_headers() -> None:
         (DataError("insert", {}, Exception("too long")), "rejected_by_database"),
         (OperationalError("select", {}, Exception("gone away")), None),
         (ProviderUnavailable("MemOS is down"), None),
+        (HistoryBehind("not stored yet"), None),
+        (ServiceUnavailable("no broker"), None),
+        (Outage("any outage"), None),
+        (KafkaTimeoutError(), None),
         (ConnectionRefusedError(), None),
         (TimeoutError(), None),
         (KafkaConnectionError(), None),
@@ -159,6 +173,19 @@ def test_retry_state_travels_in_headers() -> None:
 )
 def test_failure_reasons(exc: Exception, reason: str | None) -> None:
     assert failure_reason(exc) == reason
+
+
+def test_outages_and_rejections_are_each_one_base() -> None:
+    # The failure policy asks one question of memstream's own errors.
+    for outage in (ServiceUnavailable, HistoryBehind, ProviderUnavailable):
+        assert issubclass(outage, Outage) and not issubclass(outage, Rejected)
+        assert is_outage(outage("down"))
+    for rejected in (InvalidEvent, Refused):
+        assert issubclass(rejected, Rejected) and not issubclass(rejected, Outage)
+    assert not is_outage(Refused()) and not is_outage(IntegrityError("insert", {}, Exception()))
+    assert issubclass(Outage, MemstreamError) and issubclass(Rejected, MemstreamError)
+    # The client's are the same classes.
+    assert client_errors.Outage is Outage and client_errors.Rejected is Rejected
 
 
 def test_every_topic_a_stage_reads_can_be_redriven() -> None:

@@ -6,18 +6,19 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from memstream_client.contract.errors import InvalidEvent
 from memstream_client.contract.events import parse_message, parse_session_end
 from memstream_client.contract.schemas import validator
+from memstream_client.contract.topics import MESSAGE_WRITTEN, SESSION_ENDED, InputTopic
 
-Topic = Literal["message-written", "session-ended"]
+Topic = InputTopic
 SCHEMAS: dict[str, str] = {
-    "message-written": "message-written.v1",
-    "session-ended": "session-ended.v1",
+    MESSAGE_WRITTEN: "message-written.v1",
+    SESSION_ENDED: "session-ended.v1",
 }
 
 
@@ -59,7 +60,7 @@ def checked(topic: Topic, fields: dict[str, Any], max_content_chars: int) -> Eve
         value = orjson.dumps(event)
     except orjson.JSONEncodeError as exc:
         raise InvalidEvent("schema_violation", f"The event is not JSON: {exc}.") from None
-    if topic == "message-written":
+    if topic == MESSAGE_WRITTEN:
         parse_message(value, max_content_chars)
     else:
         parse_session_end(value)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, Self, T
 from memstream_client.contract.errors import ServiceUnavailable
 from memstream_client.contract.events import MessageType, Role
 from memstream_client.contract.security import BrokerSecurity
+from memstream_client.contract.topics import MESSAGE_WRITTEN, SESSION_ENDED
 from memstream_client.events import Event, Topic, checked, rfc3339
 
 if TYPE_CHECKING:
@@ -198,7 +199,7 @@ class Publisher:
             "created_at": rfc3339(created_at),
             "metadata": None if metadata is None else dict(metadata),
         }
-        return await self.send(checked("message-written", fields, self.max_content_chars))
+        return await self.send(checked(MESSAGE_WRITTEN, fields, self.max_content_chars))
 
     async def session_ended(
         self,
@@ -220,7 +221,7 @@ class Publisher:
             "conversation_id": conversation_id,
             "ended_at": rfc3339(ended_at),
         }
-        return await self.send(checked("session-ended", fields, self.max_content_chars))
+        return await self.send(checked(SESSION_ENDED, fields, self.max_content_chars))
 
     async def send(self, event: Event) -> Published:
         """Send an event built by ``memstream_client.events.checked``."""

@@ -1,10 +1,10 @@
 """Retrying an HTTP call: which answers are worth another try, and the pauses between tries.
 
 Each caller says which of its failures are worth another try (by raising :class:`RetryLater`
-from an attempt, or with a predicate of its own); :class:`HttpRetry` pauses between attempts,
-doubling from ``first`` up to ``cap`` with a random spread (so concurrent callers do not retry
-in step), and never shorter than the server's ``Retry-After`` (up to the cap). The API client
-retries with it, and so does every HTTP client of the memstream server (``memstream.failure.http``).
+from an attempt, or with a predicate of its own); :class:`HttpRetry` pauses between attempts as
+:class:`Backoff` says: doubling, capped, spread at random and never shorter than the server's
+``Retry-After``. The API client retries with it, and so does every HTTP client of the memstream
+server (``memstream.failure.http``); the server's retries in place pause by the same backoff.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ class RetryLater(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class HttpRetry:
-    """At most ``attempts`` tries in all, paused as the module docstring says; ``spread`` is
-    the range of the random factor each pause is multiplied by."""
+class Backoff:
+    """Pauses that double from ``first`` up to ``cap``, each multiplied by a random factor in
+    ``spread`` (so concurrent callers do not retry in step), and never shorter than what the
+    other side asked for (up to the cap). Every retry of memstream's that pauses uses it."""
 
-    attempts: int
     first: float
     cap: float = math.inf
     spread: tuple[float, float] = (1.0, 1.0)
@@ -56,6 +56,21 @@ class HttpRetry:
         if asked is not None:
             delay = max(delay, min(asked, self.cap))
         return delay
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRetry:
+    """At most ``attempts`` tries in all, paused by the :class:`Backoff` of ``first``, ``cap``
+    and ``spread``."""
+
+    attempts: int
+    first: float
+    cap: float = math.inf
+    spread: tuple[float, float] = (1.0, 1.0)
+
+    def pause(self, retry: int, asked: float | None = None) -> float:
+        """Seconds before retry ``retry`` (0 for the first), ``asked`` by the server or not."""
+        return Backoff(self.first, self.cap, self.spread).pause(retry, asked)
 
     async def run(
         self,

@@ -1,32 +1,5 @@
 """The rule-based resolver: a candidate memory against the live memories of its cube.
-
-Rules of ``resolve``, in order:
-
-1. **Already known, skip.** A live item is the same text (``dedupe.match``: exact), or says
-   at least as much (it contains the candidate, or is a Jaccard / Levenshtein duplicate), or
-   the candidate only restates slot facts the live memories already hold (for example "The
-   user is based in Berlin" when "The user lives in Berlin" is live).
-2. **Updated or contradicted, store and expire the old.** A live item holds a fact on the
-   same *slot* as the candidate with another value ("lives in Paris" vs "moved to Berlin"),
-   or the opposite polarity on the same object ("likes cats" vs "does not like cats").
-   A live item the candidate makes redundant is expired too: the candidate contains its text,
-   or it holds nothing but slot facts the candidate also states.
-3. **Otherwise store.**
-
-The time a statement was made decides over the order it arrives in (``outdated``): a candidate
-that would expire a live memory said after it is skipped, and the newer memory stays. Sessions
-of one user can reach this stage out of order (one waited out an outage while the next went on),
-and a statement said before "moved to Berlin" must not undo it. Only memories whose time is
-known (``occurred_at``: when their source messages were written) are compared.
-
-An exact duplicate always means skip; otherwise a slot contradiction with a live item wins
-over a fuzzy match with that item. A skip never expires anything (the persist stage only
-expires on behalf of a stored memory). Expiry is per item: a live "lives in Paris and works at
-Google" is expired whole by "moved to Berlin" (judge outputs are short single facts).
-
-A value that contains the other ("Paris" / "Paris France", "北京" / "北京市") is compatible,
-not an update.
-"""
+Why it works this way: docs/design/conflict-rules.md."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """``MemstreamMiddleware``: memstream as the long-term memory of an AgentScope 2.x agent, built
 the way AgentScope's own ``Mem0Middleware`` is.
-
-Every reply's turns are published as ``message-written`` events (in every mode, as
-``ReMeMiddleware`` records in every mode: memstream's worker builds long-term memory from the
-conversation it is sent), and ``end_session`` publishes the ``session-ended`` that starts the
-long-term chain. The mode decides how memory comes back:
-
-- ``static_control``: before each reply the load path (``POST /v1/context``) is asked with the
-  reply's query, and what it returns is appended to the agent's context as a note, right after
-  the user's message; the model gets no memory tools.
-- ``agent_control``: no automatic retrieval; ``search_memory`` and ``add_memory`` tools (from
-  ``list_tools``) and a line in the system prompt that names them.
-- ``both``: both at once.
-"""
+Why it works this way: docs/design/agentscope-middleware.md."""
 
 from __future__ import annotations
 

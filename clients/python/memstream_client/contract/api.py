@@ -1,4 +1,4 @@
-"""The query API's request and response bodies (CONTRACT section 4): what the API validates
+"""The query API's request and response bodies (docs/api.md): what the API validates
 and answers, what the load path takes and returns, and what the client sends and reads.
 
 Each model builds its validator and serializer on first use (``defer_build``): building all

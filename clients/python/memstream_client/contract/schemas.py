@@ -1,9 +1,9 @@
 """The JSON Schemas of the public events (``schemas/*.json``, the source of truth) and validators.
 
-The repository's top-level ``schemas/`` folder is installed as ``memstream_client/schemas``
-(package data; a link to it in a checkout), so a checkout, an editable install and a wheel all
-find it in the same place. jsonschema is imported on the first validator, not with this module:
-the client's import stays light.
+The repository's top-level ``schemas/`` folder is copied into a wheel as
+``memstream_client/schemas`` (``clients/python/setup.py``); a checkout, or an editable install
+of it, reads that folder itself. jsonschema is imported on the first validator, not with this
+module: the client's import stays light.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ if TYPE_CHECKING:
     from jsonschema import TypeChecker
     from jsonschema.protocols import Validator
 
-SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"  # memstream_client/schemas
+_PACKAGE = Path(__file__).resolve().parent.parent
+# In a checkout (clients/python beside its pyproject.toml, no copy): the repository's folder.
+_CHECKOUT = (_PACKAGE.parent / "pyproject.toml").is_file() and not (_PACKAGE / "schemas").is_dir()
+SCHEMAS_DIR = _PACKAGE.parents[2] / "schemas" if _CHECKOUT else _PACKAGE / "schemas"
 
 
 def _is_integer(checker: TypeChecker, instance: Any) -> bool:
