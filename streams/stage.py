@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 import faust
 
-from memstream import metrics
+from memstream import metrics, tracing
 from memstream.errors import InvalidEvent
 from memstream.events.deadletter import SourceRecord, dead_letter
 from memstream.failure.classify import failure_reason
@@ -127,13 +127,16 @@ class Settle:
             await self.run([event], partial(_decode_and_handle, decode, handle, source))
 
     async def run(self, events: Sequence[Event], work: Callable[[], Awaitable[object]]) -> bool:
-        """Run ``work`` for ``events`` and settle them by how it ended; True when finished."""
-        try:
-            await work()
-        except Exception as exc:
-            await self.failed(events, exc)
-            return False
-        await self.finished(events)
+        """Run ``work`` for ``events`` and settle them by how it ended; True when finished.
+        It runs in their trace (``memstream.tracing``): what it sends carries it on."""
+        with tracing.batch(self.stage, [e.message.headers for e in events]):
+            try:
+                await work()
+            except Exception as exc:
+                tracing.failure(exc)
+                await self.failed(events, exc)
+                return False
+            await self.finished(events)
         return True
 
     async def finished(self, events: Sequence[Event]) -> None:
@@ -147,21 +150,25 @@ class Settle:
         if reason == "stage_error":
             log.error("%s failed on %d record(s)", self.stage, len(events), exc_info=exc)
         for event in events:
-            source = shared.source_of(event)
-            outcome = "dead_lettered"
-            if reason is not None:
-                await publish_dead_letter(self.stage, source, reason, self._detail(reason, exc))
-            elif await retry_later(self.stage, source, failing := failing_of(event), exc):
-                outcome = "retried"
-            else:
-                detail = self._exhausted(failing, exc)
-                await publish_dead_letter(self.stage, source, "retries_exhausted", detail)
-            if outcome == "dead_lettered" and self.dead_lettered is not None:
-                # Like the dead letter itself, waited out through a broker outage.
-                done = partial(self.dead_lettered, source)
-                await retry_forever(self.stage, "dead_lettered", done, transient=(Exception,))
-            await self.stream.ack(event)
-            metrics.RECORDS.labels(self.stage, outcome).inc()
+            with tracing.continued(self.stage, event.message.headers):
+                await self._failed(event, reason, exc)
+
+    async def _failed(self, event: Event, reason: str | None, exc: Exception) -> None:
+        source = shared.source_of(event)
+        outcome = "dead_lettered"
+        if reason is not None:
+            await publish_dead_letter(self.stage, source, reason, self._detail(reason, exc))
+        elif await retry_later(self.stage, source, failing := failing_of(event), exc):
+            outcome = "retried"
+        else:
+            detail = self._exhausted(failing, exc)
+            await publish_dead_letter(self.stage, source, "retries_exhausted", detail)
+        if outcome == "dead_lettered" and self.dead_lettered is not None:
+            # Like the dead letter itself, waited out through a broker outage.
+            done = partial(self.dead_lettered, source)
+            await retry_forever(self.stage, "dead_lettered", done, transient=(Exception,))
+        await self.stream.ack(event)
+        metrics.RECORDS.labels(self.stage, outcome).inc()
 
     def _detail(self, reason: str, exc: Exception) -> str:
         if isinstance(exc, InvalidEvent):

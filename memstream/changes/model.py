@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import orjson
 
+from memstream import tracing
 from memstream.memory import MemoryItem
 
 ChangeKind = Literal["added", "superseded", "deleted", "expired", "forgotten"]
@@ -34,14 +35,25 @@ class Cause:
     kind: CauseKind
     conversation_id: str | None = None
     superseded_by: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    # The trace context (``traceparent``) of the session end behind the change.
+    trace: str | None = None
 
     @classmethod
-    def session(cls, conversation_id: str) -> Cause:
-        return cls("session", conversation_id)
+    def session(cls, conversation_id: str, trace: str | None = None) -> Cause:
+        return cls("session", conversation_id, trace=trace)
 
     @classmethod
-    def conflict(cls, conversation_id: str, superseded_by: Mapping[str, Sequence[str]]) -> Cause:
-        return cls("conflict", conversation_id, superseded_by)
+    def conflict(
+        cls,
+        conversation_id: str,
+        superseded_by: Mapping[str, Sequence[str]],
+        trace: str | None = None,
+    ) -> Cause:
+        return cls("conflict", conversation_id, superseded_by, trace)
+
+    @property
+    def trace_id(self) -> str | None:
+        return tracing.trace_id_of(self.trace)
 
 
 API = Cause("api")
@@ -71,6 +83,7 @@ class Change:
     source_event_ids: tuple[str, ...]
     occurred_at: datetime | None
     changed_at: datetime
+    trace: str | None = None  # ``traceparent`` of the session end behind it
 
 
 def change_id(tenant_id: str, provider: str, memory_id: str, change: ChangeKind) -> str:
@@ -111,6 +124,7 @@ def _change(
         source_event_ids=item.source_event_ids if keep_sources else (),
         occurred_at=item.occurred_at if keep_sources else None,
         changed_at=now,
+        trace=cause.trace,
     )
 
 
@@ -143,7 +157,7 @@ def _time(moment: datetime | None) -> str | None:
 def value_of(change: Change) -> dict[str, Any]:
     """The JSON object published for ``change`` (``schemas/memory-changed.v1.json``), without
     its ``content``: the outbox keeps the text apart (``with_content``)."""
-    return {
+    value: dict[str, Any] = {
         "schema": SCHEMA,
         "change_id": change.change_id,
         "change": change.change,
@@ -163,6 +177,9 @@ def value_of(change: Change) -> dict[str, Any]:
         "occurred_at": _time(change.occurred_at),
         "changed_at": _time(change.changed_at),
     }
+    if change.trace:
+        value["trace_id"] = tracing.trace_id_of(change.trace)
+    return value
 
 
 def with_content(value: dict[str, Any], content: str | None) -> dict[str, Any]:

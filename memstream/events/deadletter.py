@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from memstream import tracing
 from memstream.errors import InvalidEvent
 
 
@@ -36,6 +37,7 @@ class SourceRecord:
     timestamp: float | None  # seconds since the epoch, as Kafka stamped the record
     key: bytes | None
     value: bytes | None
+    headers: tracing.Headers = ()  # the trace context among them (memstream.tracing)
 
     @property
     def time(self) -> datetime:
@@ -60,6 +62,7 @@ class DeadLetter:
     key: bytes | None
     value: bytes
     reason: str
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def _rfc3339(moment: datetime) -> str:
@@ -103,7 +106,8 @@ def dead_letter(reason: str, detail: str, stage: str, source: SourceRecord) -> D
         "payload_encoding": encoding,
         "failed_at": _rfc3339(datetime.now(UTC)),
     }
-    return DeadLetter(key=source.key, value=orjson.dumps(record), reason=reason)
+    headers = tracing.continuing(source.headers)
+    return DeadLetter(key=source.key, value=orjson.dumps(record), reason=reason, headers=headers)
 
 
 @dataclass(frozen=True, slots=True)
