@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -52,12 +52,20 @@ def enabled() -> bool:
     return _on
 
 
-def install(provider: TracerProvider, *, user_ids: bool = False) -> None:
-    """Record spans with ``provider`` (tests give one with an in-memory exporter)."""
+def install(provider: TracerProvider, *, user_ids: bool = False) -> Callable[[], None]:
+    """Record spans with ``provider`` (tests give one with an in-memory exporter); answers
+    what puts the tracer before back."""
     global _tracer, _on, _user_ids
+    before = (_tracer, _on, _user_ids)
     _tracer = provider.get_tracer("memstream")
     _on = True
     _user_ids = user_ids
+
+    def undo() -> None:
+        global _tracer, _on, _user_ids
+        _tracer, _on, _user_ids = before
+
+    return undo
 
 
 def configure(service: str, *, user_ids: bool = False) -> bool:
