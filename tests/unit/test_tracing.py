@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from aiokafka import ConsumerRecord, TopicPartition
 from opentelemetry import trace
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -17,14 +18,15 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from memstream import tracing
+from memstream.agents.retry import Redelivery
 from memstream.changes.model import API, Cause, added, removed, value_of
 from memstream.events.deadletter import SourceRecord
-from memstream.failure.tiers import RetryRecord
+from memstream.failure.tiers import Failing, RetryRecord
 from memstream.longterm.payloads import Session, dumps, loads, session_of
 from memstream.memory import MemoryItem
-from memstream.streams.app import app
+from memstream.streams.app import app, settings
 from memstream.streams.stage import Settle
-from memstream.streams.topics import dead_letter, retry_tiers
+from memstream.streams.topics import dead_letter, lt_judge, retry_tiers
 from memstream_client.contract.events import SessionEnded
 from memstream_client.contract.schemas import validator
 from tests.support.stages import Running, running
@@ -262,3 +264,24 @@ async def test_a_request_span_is_named_by_its_route_and_continues_the_caller() -
     assert work.parent is not None and work.parent.span_id == served.context.span_id
     assert (served.attributes or {})["http.response.status_code"] == 200
     assert unrouted.name == "GET"  # no route: no path with ids in the name
+
+
+async def test_a_record_sent_back_from_a_tier_continues_its_trace(stage: Running) -> None:
+    """The retry stage (``agents/retry.py``) sends a due record back in a span of its own,
+    the child of the tier record's context, with the retry state beside the trace headers."""
+    waiting = RetryRecord(
+        "judge", settings.topic("lt-judge"), b"c1", b"{}", Failing(1, 0.0), 0.0, "outage"
+    )
+    tier = retry_tiers[1].get_topic_name()
+    record = ConsumerRecord(
+        tier, 0, 7, 1_000, 0, b"c1", waiting.encode(), None, 0, 0, INCOMING
+    )  # fmt: skip
+    redelivery = Redelivery(None)  # type: ignore[arg-type]  # a due record needs no consumer
+    with recording() as spans:
+        handled = await redelivery._partition(TopicPartition(tier, 0), [record])
+    assert handled == 8
+    [back] = stage.producer.to(lt_judge)
+    done = named(spans.get_finished_spans(), "retry process")
+    assert done.parent is not None and format(done.parent.span_id, "016x") == PARENT
+    assert dict(back.headers)["memstream-retry-attempt"] == b"1"
+    assert traceparent_of(back.headers) == f"00-{TRACE}-{format(done.context.span_id, '016x')}-01"
