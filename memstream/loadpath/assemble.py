@@ -103,7 +103,7 @@ class LoadPath:
         long-term part is not searched and ``degraded`` names it. Traced as ``assemble``, with
         the degraded parts and token counts (``memstream.tracing``)."""
         who = tracing.who(req.tenant_id, req.agent_id, req.user_id)
-        with tracing.span("assemble", **who) as part:
+        with tracing.parent_span("assemble", **who) as part:
             answer = await self._context(req, arrived, with_long_term)
             part.set(degraded=answer.degraded, **tracing.tokens(answer.tokens))
         return answer
@@ -301,8 +301,7 @@ class LoadPath:
         then cached (its absence too)."""
         try:
             async with asyncio.timeout_at(by):
-                with tracing.span("summary read"):
-                    stored = await self._summaries.get(tenant_id, conversation_id)
+                stored = await self._summaries.get(tenant_id, conversation_id)
         except Exception as exc:
             log.warning("summary unreadable: %r", exc)
             degraded.add("summary")

@@ -227,9 +227,12 @@ def test_a_session_carries_its_trace_through_the_chain_s_records() -> None:
 
 def test_a_hook_costs_nothing_off_and_leaves_out_text_and_users_on() -> None:
     assert tracing.span("assemble") is tracing.span("cache read")  # one shared no-op
-    with tracing.span("assemble", **tracing.who("t", "a", "u")) as part:
+    with tracing.parent_span("assemble", **tracing.who("t", "a", "u")) as part:
         part.set(degraded=["cache"])
-    with recording() as spans, tracing.span("assemble", **tracing.who("t", None, "u")) as part:
+    with (
+        recording() as spans,
+        tracing.parent_span("assemble", **tracing.who("t", None, "u")) as part,
+    ):
         with tracing.span("cache read", hit=False):
             pass
         part.set(degraded=["cache"], **{"tokens.messages": 12})
