@@ -157,9 +157,11 @@ def _injected(ctx: Context | None = None) -> dict[str, str]:
 
 
 def headers(base: Sequence[tuple[str, bytes]] | None = None) -> list[tuple[str, bytes]]:
-    """``base`` plus the current trace context, for a record sent now."""
-    kept = [(k, v) for k, v in base or () if k not in HEADERS]
-    return kept + [(k, v.encode()) for k, v in _injected().items()]
+    """``base`` plus the current trace context, for a record sent now; ``base`` with trace
+    context of its own (``continuing``) is kept as it is."""
+    if any(name == "traceparent" for name, _ in base or ()):
+        return list(base or ())
+    return [*(base or ()), *((k, v.encode()) for k, v in _injected().items())]
 
 
 def continuing(source: Headers) -> tuple[tuple[str, bytes], ...]:

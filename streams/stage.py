@@ -72,7 +72,8 @@ async def retry_later(
     if retry is None:
         return False
     tier = retry_policy.tier_of(retry.failing.attempts)
-    send = partial(shared.send_durably, retry_tiers[tier], source.key, retry.encode())
+    traced = list(tracing.continuing(source.headers))  # the record's trace, whoever is current
+    send = partial(shared.send_durably, retry_tiers[tier], source.key, retry.encode(), traced)
     await retry_forever(stage, "retry", send, transient=(Exception,))
     metrics.RETRIES.labels(stage, "record").inc()
     log.warning(
@@ -150,25 +151,21 @@ class Settle:
         if reason == "stage_error":
             log.error("%s failed on %d record(s)", self.stage, len(events), exc_info=exc)
         for event in events:
-            with tracing.continued(self.stage, event.message.headers):
-                await self._failed(event, reason, exc)
-
-    async def _failed(self, event: Event, reason: str | None, exc: Exception) -> None:
-        source = shared.source_of(event)
-        outcome = "dead_lettered"
-        if reason is not None:
-            await publish_dead_letter(self.stage, source, reason, self._detail(reason, exc))
-        elif await retry_later(self.stage, source, failing := failing_of(event), exc):
-            outcome = "retried"
-        else:
-            detail = self._exhausted(failing, exc)
-            await publish_dead_letter(self.stage, source, "retries_exhausted", detail)
-        if outcome == "dead_lettered" and self.dead_lettered is not None:
-            # Like the dead letter itself, waited out through a broker outage.
-            done = partial(self.dead_lettered, source)
-            await retry_forever(self.stage, "dead_lettered", done, transient=(Exception,))
-        await self.stream.ack(event)
-        metrics.RECORDS.labels(self.stage, outcome).inc()
+            source = shared.source_of(event)
+            outcome = "dead_lettered"
+            if reason is not None:
+                await publish_dead_letter(self.stage, source, reason, self._detail(reason, exc))
+            elif await retry_later(self.stage, source, failing := failing_of(event), exc):
+                outcome = "retried"
+            else:
+                detail = self._exhausted(failing, exc)
+                await publish_dead_letter(self.stage, source, "retries_exhausted", detail)
+            if outcome == "dead_lettered" and self.dead_lettered is not None:
+                # Like the dead letter itself, waited out through a broker outage.
+                done = partial(self.dead_lettered, source)
+                await retry_forever(self.stage, "dead_lettered", done, transient=(Exception,))
+            await self.stream.ack(event)
+            metrics.RECORDS.labels(self.stage, outcome).inc()
 
     def _detail(self, reason: str, exc: Exception) -> str:
         if isinstance(exc, InvalidEvent):

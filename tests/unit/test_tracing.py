@@ -54,7 +54,9 @@ def test_off_the_context_a_record_came_with_goes_on_unchanged() -> None:
 def test_on_a_stage_span_continues_the_record_and_is_what_goes_on() -> None:
     with recording() as spans, tracing.consumed("probe", INCOMING) as span:
         ours = span.get_span_context()
-        sent = traceparent_of(tracing.headers([("traceparent", b"00-stale")]))
+        sent = traceparent_of(tracing.headers([("memstream-retry-attempt", b"1")]))
+        # Headers with a context of their own (a record's, ``continuing``) keep it.
+        assert tracing.headers([("traceparent", b"theirs")]) == [("traceparent", b"theirs")]
     [done] = spans.get_finished_spans()
     assert done.name == "probe process" and done.kind == trace.SpanKind.CONSUMER
     assert done.parent is not None and format(done.parent.span_id, "016x") == PARENT
