@@ -20,7 +20,6 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.sdk.trace import TracerProvider
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
@@ -52,7 +51,7 @@ def enabled() -> bool:
     return _on
 
 
-def install(provider: TracerProvider, *, user_ids: bool = False) -> Callable[[], None]:
+def install(provider: trace.TracerProvider, *, user_ids: bool = False) -> Callable[[], None]:
     """Record spans with ``provider`` (tests give one with an in-memory exporter); answers
     what puts the tracer before back."""
     global _tracer, _on, _user_ids
@@ -78,9 +77,9 @@ def configure(service: str, *, user_ids: bool = False) -> bool:
     _user_ids = user_ids
     current = trace.get_tracer_provider()
     if not isinstance(current, trace.ProxyTracerProvider):
-        install(current, user_ids=user_ids)  # type: ignore[arg-type]
+        install(current, user_ids=user_ids)
         return True
-    exporter = _exporter_asked()
+    exporter = asked_exporter()
     if exporter is None:
         return _on  # on only if a provider was installed by hand
     try:
@@ -109,7 +108,7 @@ def configure(service: str, *, user_ids: bool = False) -> bool:
     return True
 
 
-def _exporter_asked() -> str | None:
+def asked_exporter() -> str | None:
     # The SDK's own variables, read as its auto-configuration does, not MEMSTREAM_ settings.
     env = os.environ
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":

@@ -290,3 +290,26 @@ async def test_a_record_sent_back_from_a_tier_continues_its_trace(stage: Running
     assert done.parent is not None and format(done.parent.span_id, "016x") == PARENT
     assert dict(back.headers)["memstream-retry-attempt"] == b"1"
     assert traceparent_of(back.headers) == f"00-{TRACE}-{format(done.context.span_id, '016x')}-01"
+
+
+@pytest.mark.parametrize(
+    ("environ", "asked"),
+    [
+        ({}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, "otlp"),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, "otlp"),
+        ({"OTEL_TRACES_EXPORTER": "console"}, "console"),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"}, None),
+        ({"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"}, None),
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, None),
+    ],
+)
+def test_traces_are_off_unless_the_standard_variables_ask(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], asked: str | None
+) -> None:
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                 "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert tracing.asked_exporter() == asked
