@@ -309,15 +309,22 @@ def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
 
 
 def span(name: str, **attributes: Any) -> _Off | _Part:
-    """A child span of the current one around a part of the work with no spans of its own
-    (nothing while tracing is off); ``.set(**attributes)`` adds to it. Attributes go under
+    """A child span of the current one around a part of the work with no spans of its own;
+    nothing while tracing is off or the current span is not recorded (not sampled: its
+    children would not be either). ``.set(**attributes)`` adds to it. Attributes go under
     ``memstream.``; None ones are left out. Never pass message or memory text."""
-    return _Part(name, attributes, False) if _on else _OFF
+    return _Part(name, attributes, False) if _on and _wanted() else _OFF
 
 
 def parent_span(name: str, **attributes: Any) -> _Off | _Part:
     """As ``span``, and the current span while it runs: the parent of the spans within."""
-    return _Part(name, attributes, True) if _on else _OFF
+    return _Part(name, attributes, True) if _on and _wanted() else _OFF
+
+
+def _wanted() -> bool:
+    # A recorded parent, or none (a root span, which the sampler decides on).
+    current = trace.get_current_span()
+    return current.is_recording() or not current.get_span_context().is_valid
 
 
 def who(tenant_id: str, agent_id: str | None, user_id: str | None = None) -> dict[str, Any]:
@@ -358,7 +365,8 @@ class RequestSpans:
                 carrier[name.decode()] = value.decode("latin-1")
         parent = _propagator.extract(carrier, context=otel_context.Context(), getter=_getter)
         method = scope.get("method", "")
-        attributes = {"http.request.method": method, "url.path": scope.get("path", "")}
+        # Not the path: some hold a user id (/v1/users/{user_id}/...); the route is enough.
+        attributes = {"http.request.method": method}
         with _tracer.start_as_current_span(
             method, context=parent, kind=SpanKind.SERVER, attributes=attributes
         ) as current:
@@ -366,19 +374,22 @@ class RequestSpans:
 
             async def sending(message: Message) -> None:
                 if message["type"] == "http.response.start":
-                    status = answered[0] = int(message["status"])
-                    current.set_attribute("http.response.status_code", status)
-                    if status >= 500:
-                        current.set_status(Status(StatusCode.ERROR))
+                    answered[0] = int(message["status"])
                 await send(message)
 
             try:
                 await self.app(scope, receive, sending)
             finally:
+                status = answered[0]
                 # Unrouted but answered: the load path's direct answer, whose path is fixed.
                 path = getattr(scope.get("route"), "path", None)
-                if path is None and answered[0] not in (0, 404):
+                if path is None and status not in (0, 404):
                     path = scope.get("path")
-                if path:
-                    current.set_attribute("http.route", path)
-                    current.update_name(f"{method} {path}")
+                if current.is_recording():
+                    done: dict[str, Any] = {"http.response.status_code": status}
+                    if path:
+                        done["http.route"] = path
+                        current.update_name(f"{method} {path}")
+                    current.set_attributes(done)
+                    if status >= 500:
+                        current.set_status(Status(StatusCode.ERROR))

@@ -12,6 +12,8 @@ import httpx
 import pytest
 from aiokafka import ConsumerRecord, TopicPartition
 from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -313,3 +315,13 @@ def test_traces_are_off_unless_the_standard_variables_ask(
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     assert tracing.asked_exporter() == asked
+
+
+def test_the_parts_of_an_unsampled_request_make_no_spans() -> None:
+    undo = tracing.install(TracerProvider(sampler=ALWAYS_OFF))
+    try:
+        with tracing.parent_span("assemble") as part:
+            assert part is not tracing.span("unused")  # the root is the sampler's to decide
+            assert tracing.span("cache read") is tracing.span("record read")  # the no-op
+    finally:
+        undo()
