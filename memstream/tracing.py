@@ -163,13 +163,18 @@ def headers(base: Sequence[tuple[str, bytes]] | None = None) -> list[tuple[str, 
     return [*(base or ()), *((k, v.encode()) for k, v in _injected().items())]
 
 
+def carried(source: Headers) -> tuple[tuple[str, bytes], ...]:
+    """The trace headers among ``source``, as they came."""
+    return tuple((k, v.encode()) for k, v in _carrier(source).items())
+
+
 def continuing(source: Headers) -> tuple[tuple[str, bytes], ...]:
     """Trace headers for what is made of a record: the current span when it belongs to the
     record's trace (or the record has none), else the record's own context as it came."""
     own = trace.get_current_span(context_of(source)).get_span_context()
     current = trace.get_current_span().get_span_context()
     if own.is_valid and own.trace_id != current.trace_id:
-        return tuple((k, v.encode()) for k, v in _carrier(source).items())
+        return carried(source)
     return tuple((k, v.encode()) for k, v in _injected().items())
 
 

@@ -125,9 +125,16 @@ class Letter:
     source_offset: int | None
     failed_at: datetime | None
     payload: bytes | None
+    trace: tuple[tuple[str, bytes], ...] = ()  # its trace headers: a redrive goes on with them
 
 
-def read_letter(partition: int, offset: int, key: bytes | None, value: bytes | None) -> Letter:
+def read_letter(
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: tracing.Headers = (),
+) -> Letter:
     """Decode one dead-letter record; raises ``ValueError`` when it is not one."""
     try:
         record = orjson.loads(value or b"")
@@ -150,6 +157,7 @@ def read_letter(partition: int, offset: int, key: bytes | None, value: bytes | N
         source_offset=_integer(source.get("offset")),
         failed_at=_time(record.get("failed_at")),
         payload=_payload(record.get("payload"), record.get("payload_encoding")),
+        trace=tracing.carried(headers),
     )
 
 

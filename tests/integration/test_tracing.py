@@ -4,6 +4,8 @@ exported over OTLP/HTTP to a receiver the test runs."""
 
 from __future__ import annotations
 
+import uuid
+
 import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -13,14 +15,18 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream import readiness, tracing
+from memstream.broker.clients import producer
 from memstream.broker.topics import ensure_topics, records_until_now
 from memstream.changes.history import history
+from memstream.events.deadletter import SourceRecord, dead_letter
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
+from memstream.topology import PUBLIC_TOPICS, internal_topics
 from memstream_client.publisher import Publisher
 from tests.fakes.http import serve
 from tests.fakes.otlp import Received, otlp_app
 from tests.support.api import client_for
+from tests.support.processes import run_cli
 from tests.support.settings import free_port
 from tests.support.tracing import caller, recording, traceparent_of
 from tests.support.waiting import eventually
@@ -173,3 +179,24 @@ async def test_one_trace_joins_a_published_session_to_its_memory_across_roles(
     for value, header in changes:
         assert value["trace_id"] == trace_id
         assert tracing.trace_id_of(header) == trace_id
+
+
+async def test_a_redriven_letter_goes_back_in_the_trace_it_failed_in(
+    settings: Settings, tenant: str
+) -> None:
+    await ensure_topics(settings, PUBLIC_TOPICS + internal_topics(settings))
+    failed = SourceRecord(settings.topic("lt-judge"), 0, 3, 1.0, b"c1", b'{"garbage": 1}')
+    letter = dead_letter("invalid_payload", "The record cannot be read.", "judge", failed)
+    traceparent = f"00-{uuid.uuid4().hex}-00f067aa0ba902b7-01"
+    async with producer(settings) as client:
+        headers = [("traceparent", traceparent.encode()), ("other", b"x")]
+        await client.send_and_wait(
+            settings.topic("dead-letter"), letter.value, key=letter.key, headers=headers
+        )
+    redriven = run_cli(settings, "redrive")
+    assert redriven.returncode == 0, redriven.stderr
+    back = [r async for r in records_until_now(settings, settings.topic("lt-judge"))]
+    [record] = [r for r in back if r.value == b'{"garbage": 1}']
+    sent = dict(record.headers)
+    assert sent["traceparent"] == traceparent.encode()
+    assert "other" not in sent  # only the trace goes on, beside redrive's own mark
