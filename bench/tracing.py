@@ -1,9 +1,9 @@
 """What tracing costs one ``/v1/context`` request in CPU, in this process: the request span
 (``RequestSpans``) around the load path's hooks as ``memstream/loadpath/assemble.py`` calls
-them (assemble, cache read, record read, long-term search), off (no SDK: what the API runs
-without ``OTEL_*``) and on (the SDK, always sampling), and the on spans encoded for OTLP/HTTP
-in batches of 512 as the batch exporter sends them. CPU time of this thread; the whole
-process under load is ``BENCH_CPU_TRACING=both python -m bench loadcpu``.
+them (assemble, cache read, record read, long-term search); off (no SDK, no request span: the
+API without ``OTEL_*``), on (the SDK, every trace sampled), the spans encoded for OTLP/HTTP in
+batches of 512 as the batch exporter sends them, and one trace in ten sampled. CPU time of
+this thread; the whole server is ``BENCH_CPU_TRACING=both python -m bench loadcpu``.
 ``python -m bench tracing``."""
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ async def _load_path(scope: Any, receive: Any, send: Any) -> None:
 
 async def _requests(n: int) -> float:
     """CPU microseconds per request through the request span and the hooks."""
-    app = tracing.RequestSpans(_load_path)
+    # As the API runs: the request span's middleware only when tracing is on.
+    app = tracing.RequestSpans(_load_path) if tracing.enabled() else _load_path
     scope = {"type": "http", "method": "POST", "path": "/v1/context", "headers": []}
 
     async def receive() -> dict[str, Any]:
