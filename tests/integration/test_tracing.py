@@ -4,6 +4,7 @@ exported over OTLP/HTTP to a receiver the test runs."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import orjson
@@ -22,7 +23,7 @@ from memstream.events.deadletter import SourceRecord, dead_letter
 from memstream.settings import Settings
 from memstream.store.schema import long_term_memory
 from memstream.topology import PUBLIC_TOPICS, internal_topics
-from memstream_client.publisher import Publisher
+from memstream_client.publisher import Publisher, SyncPublisher
 from tests.fakes.http import serve
 from tests.fakes.otlp import Received, otlp_app
 from tests.support.api import client_for
@@ -53,6 +54,21 @@ async def test_the_publisher_puts_the_caller_s_trace_on_each_event(
     ended = [r async for r in records_until_now(settings, settings.topic("session-ended"))]
     [end] = [r for r in ended if tenant.encode() in (r.value or b"")]
     assert traceparent_of(list(end.headers)) is None  # no span of the caller's: none sent
+
+    def from_sync_code() -> str:
+        with (
+            SyncPublisher.from_settings(settings) as sync,
+            platform.start_as_current_span("sync turn") as span,
+        ):
+            sync.message(
+                tenant_id=tenant, user_id="u2", conversation_id="c2", role="user", content="yo"
+            )
+        return format(span.get_span_context().trace_id, "032x")
+
+    theirs_sync = await asyncio.to_thread(from_sync_code)
+    records = [r async for r in records_until_now(settings, settings.topic("message-written"))]
+    [written] = [r for r in records if b'"c2"' in (r.value or b"") and tenant.encode() in r.value]
+    assert tracing.trace_id_of(traceparent_of(list(written.headers))) == theirs_sync
 
 
 async def test_the_load_path_s_spans_show_each_part_with_no_text(
