@@ -12,14 +12,15 @@ from typing import Any, cast
 
 import faust
 
-from memstream import metrics
+from memstream import metrics, tracing
 from memstream.agents.dedupe import read
 from memstream.agents.persist import read as read_plan
 from memstream.errors import InvalidEvent
 from memstream.events.deadletter import SourceRecord
 from memstream.failure.classify import failure_reason
 from memstream.longterm.conflict import LLMConflictResolver
-from memstream.longterm.payloads import arrival_of, dumps, loads, session_of
+from memstream.longterm.models import Candidate
+from memstream.longterm.payloads import Session, arrival_of, dumps, loads, session_of
 from memstream.longterm.retention import Retention
 from memstream.longterm.stages import persist, plan
 from memstream.longterm.user_queue import Arrival, Outcomes, Stage, UserOrder, Waiting
@@ -43,6 +44,16 @@ def resolver() -> LLMConflictResolver | None:
 async def apply(value: bytes, kept: bytes | None, keep: Callable[[bytes], Awaitable[None]]) -> None:
     """Plan the session (unless a plan was kept from an earlier try), keep the plan, apply it."""
     current, candidates, _ = read(value)
+    with tracing.continued(STAGE, tracing.session_headers(current.trace)):
+        await _apply(current, candidates, kept, keep)
+
+
+async def _apply(
+    current: Session,
+    candidates: list[Candidate],
+    kept: bytes | None,
+    keep: Callable[[bytes], Awaitable[None]],
+) -> None:
     provider = await shared.router().for_agent(current.tenant_id, current.agent_id)
     if kept is None:
         verdict = await plan(current, candidates, provider, resolver())
@@ -106,7 +117,8 @@ async def conflict(stream: faust.StreamT[Any]) -> None:
     settle.stream = events
     async for event in events.events():
         try:
-            outcomes = await handle(shared.source_of(event))
+            with tracing.consumed(STAGE, event.message.headers):
+                outcomes = await handle(shared.source_of(event))
         except Exception as exc:
             await settle.failed([event], exc)
             continue

@@ -10,7 +10,7 @@ from collections import deque
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
-from memstream import metrics
+from memstream import metrics, tracing
 from memstream.broker.clients import make_consumer, stop_consumer
 from memstream.events.checks import summary_checks
 from memstream.events.deadletter import SourceRecord
@@ -39,21 +39,23 @@ async def check_summaries(batch: Triage) -> None:
     conversations = {(m.tenant_id, m.conversation_id) for m, _ in batch.accepted}
     try:
         for key, value in summary_checks(conversations, settings.topic_partitions):
-            await summary_check.send(key=key, value=value)
+            await summary_check.send(key=key, value=value, headers=tracing.headers())
     except Exception as exc:
         metrics.EVENTS.labels(STAGE, "summary_check_lost").inc()
         log.warning("summary checks of %d conversations not sent: %r", len(conversations), exc)
 
 
 async def process(writer: HistoryWriter, records: list[SourceRecord]) -> None:
-    await check_summaries(await writer.process(records))
+    with tracing.batch(STAGE, [r.headers for r in records]):
+        await check_summaries(await writer.process(records))
 
 
 def source(record: ConsumerRecord[bytes, bytes]) -> SourceRecord:
     timestamp = record.timestamp / 1000 if record.timestamp is not None else None
     return SourceRecord(
-        record.topic, record.partition, record.offset, timestamp, record.key, record.value
-    )
+        record.topic, record.partition, record.offset, timestamp, record.key, record.value,
+        record.headers,
+    )  # fmt: skip
 
 
 class HistoryStage:

@@ -21,7 +21,7 @@ from functools import partial
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 
-from memstream import metrics
+from memstream import metrics, tracing
 from memstream.broker.clients import make_consumer, stop_consumer
 from memstream.events.deadletter import SourceRecord
 from memstream.failure.inplace import retry_forever
@@ -81,7 +81,7 @@ class Redelivery:
         for record in records:
             source = SourceRecord(
                 tp.topic, tp.partition, record.offset, record.timestamp / 1000, record.key,
-                record.value,
+                record.value, record.headers,
             )  # fmt: skip
             try:
                 pending = RetryRecord.decode(record.value)
@@ -106,7 +106,8 @@ class Redelivery:
                 shared.send_durably, target, pending.key, pending.value,
                 pending.failing.headers(), pending.timestamp,
             )  # fmt: skip
-            await retry_forever(STAGE, "send", send, transient=(Exception,))
+            with tracing.consumed(STAGE, record.headers):
+                await retry_forever(STAGE, "send", send, transient=(Exception,))
             metrics.RECORDS.labels(STAGE, "finished").inc()
             handled = record.offset + 1
         return handled

@@ -9,7 +9,7 @@ from typing import Any
 
 import faust
 
-from memstream import metrics
+from memstream import metrics, tracing
 from memstream.events.deadletter import SourceRecord
 from memstream.longterm.history_wait import HistoryOrdering
 from memstream.longterm.payloads import Session, dumps, ended_at
@@ -43,14 +43,16 @@ def progress() -> HistoryOrdering:
 async def handle(ended: SessionEnded, source: SourceRecord) -> None:
     """Outages of the database or the broker end in a retry of the whole session: every step
     here can be repeated. The session's messages are in the record (``stored``)."""
-    current = Session.of(ended)
+    current = Session.of(ended, tracing.traceparent())
     # No long-term work for an agent that opted out or binds no model, as on the load path.
     config = await shared.router().config(current.tenant_id, current.agent_id)
     wanted = long_term_enabled(config)
     messages, marks = shared.resources().messages, shared.marks()
     collected = await collect(current, messages, marks) if wanted else None
     check = dumps(tenant_id=current.tenant_id, conversation_id=current.conversation_id)
-    await summary_check.send(key=current.conversation_id.encode(), value=check)
+    await summary_check.send(
+        key=current.conversation_id.encode(), value=check, headers=tracing.headers()
+    )
     if collected is None:
         outcome = "nothing_new" if wanted else "long_term_off"
         await release_session(current, outcome)

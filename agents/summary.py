@@ -11,7 +11,7 @@ from typing import Any
 
 import faust
 
-from memstream import metrics
+from memstream import metrics, tracing
 from memstream.cpu import CpuPool
 from memstream.errors import InvalidEvent
 from memstream.events.checks import Conversation, read_summary_check
@@ -173,4 +173,5 @@ async def summary(stream: faust.StreamT[Any]) -> None:
     settle = Settle(STAGE, stream)
     # noack_take: each check is acknowledged by hand once settled, never for the whole burst.
     async for events in settle.stream.noack_take(1000, within=1.0):
-        await settle_burst(settle, list(events))
+        with tracing.batch(STAGE, [e.message.headers for e in events]):
+            await settle_burst(settle, list(events))

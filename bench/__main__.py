@@ -15,6 +15,7 @@ from bench import (
     longterm,
     longterm_llm,
     regex,
+    tracing,
 )
 from bench.loadpath import cpu, platform
 
@@ -31,6 +32,7 @@ BENCHMARKS = {
     "longterm-llm": longterm_llm.main,
     "platform": platform.main,
     "regex": regex.main,
+    "tracing": tracing.main,
 }
 
 

@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     worker_web_host: str = "127.0.0.1"
     worker_web_port: int = Field(default=6066, ge=0, le=65535)
     log_level: str = "INFO"
+    # Traces (OTEL_* variables, docs/tracing.md): the API's spans name the user only when true,
+    # since traces outlive a forget.
+    trace_user_ids: bool = False
     # Embeddings (hybrid retrieval): texts per request and the time limit of one request.
     embedding_batch_size: int = Field(default=64, ge=1, le=2048)
     embedding_timeout_seconds: float = Field(default=10.0, gt=0)

@@ -13,7 +13,7 @@ from typing import Any
 
 import faust
 
-from memstream import metrics
+from memstream import metrics, tracing
 from memstream.errors import InvalidEvent
 from memstream.events.deadletter import SourceRecord
 from memstream.failure.tiers import Failing, RetryRecord
@@ -46,7 +46,8 @@ async def announce(events: Sequence[faust.EventT[Any]]) -> None:
             continue
         current = Session.of(ended)
         value = placeholder(current, ended_at(ended, event.message.timestamp), until)
-        pending.append(await lt_conflict.send(key=current.owner_key, value=value))
+        traced = list(tracing.continuing(event.message.headers))
+        pending.append(await lt_conflict.send(key=current.owner_key, value=value, headers=traced))
     await asyncio.gather(*pending)
     metrics.SESSION_ORDER.labels("announced").inc(len(pending))
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import faust
 
+from memstream import tracing
 from memstream.events.deadletter import DeadLetter, SourceRecord
 from memstream.llm import LLMClient
 from memstream.providers.router import ProviderRouter
@@ -55,12 +56,16 @@ def source_of(event: faust.EventT[Any]) -> SourceRecord:
         timestamp=message.timestamp,
         key=message.key,
         value=message.value,
+        headers=message.headers,
     )
 
 
 async def publish_dead_letters(letters: Sequence[DeadLetter]) -> None:
     """Send every letter and wait until the broker has them all (before offsets move on)."""
-    pending = [await dead_letter.send(key=letter.key, value=letter.value) for letter in letters]
+    pending = [
+        await dead_letter.send(key=letter.key, value=letter.value, headers=list(letter.headers))
+        for letter in letters
+    ]
     await asyncio.gather(*pending)
 
 
@@ -73,4 +78,5 @@ async def send_durably(
 ) -> None:
     """Send and wait for the broker's acknowledgement, so the input may be acknowledged;
     ``timestamp`` (seconds) is the record's Kafka time, now when None."""
-    await (await topic.send(key=key, value=value, headers=headers, timestamp=timestamp))
+    traced = tracing.headers(headers)  # the current trace goes on with the record
+    await (await topic.send(key=key, value=value, headers=traced, timestamp=timestamp))

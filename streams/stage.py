@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 import faust
 
-from memstream import metrics
+from memstream import metrics, tracing
 from memstream.errors import InvalidEvent
 from memstream.events.deadletter import SourceRecord, dead_letter
 from memstream.failure.classify import failure_reason
@@ -72,7 +72,8 @@ async def retry_later(
     if retry is None:
         return False
     tier = retry_policy.tier_of(retry.failing.attempts)
-    send = partial(shared.send_durably, retry_tiers[tier], source.key, retry.encode())
+    traced = list(tracing.continuing(source.headers))  # the record's trace, whoever is current
+    send = partial(shared.send_durably, retry_tiers[tier], source.key, retry.encode(), traced)
     await retry_forever(stage, "retry", send, transient=(Exception,))
     metrics.RETRIES.labels(stage, "record").inc()
     log.warning(
@@ -127,13 +128,16 @@ class Settle:
             await self.run([event], partial(_decode_and_handle, decode, handle, source))
 
     async def run(self, events: Sequence[Event], work: Callable[[], Awaitable[object]]) -> bool:
-        """Run ``work`` for ``events`` and settle them by how it ended; True when finished."""
-        try:
-            await work()
-        except Exception as exc:
-            await self.failed(events, exc)
-            return False
-        await self.finished(events)
+        """Run ``work`` for ``events`` and settle them by how it ended; True when finished.
+        It runs in their trace (``memstream.tracing``): what it sends carries it on."""
+        with tracing.batch(self.stage, [e.message.headers for e in events]):
+            try:
+                await work()
+            except Exception as exc:
+                tracing.failure(exc)
+                await self.failed(events, exc)
+                return False
+            await self.finished(events)
         return True
 
     async def finished(self, events: Sequence[Event]) -> None:

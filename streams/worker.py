@@ -11,6 +11,7 @@ from functools import partial
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
+from memstream import tracing
 from memstream.broker import offsets
 from memstream.broker.clients import admin_client
 from memstream.broker.patience import patiently
@@ -105,6 +106,7 @@ async def prepare(settings: Settings, roles: tuple[str, ...]) -> None:
 
 
 def run_worker(settings: Settings, roles: tuple[str, ...] = ROLES) -> int:
+    tracing.configure("memstream-worker")
     asyncio.run(prepare(settings, roles))
 
     from memstream.streams import config

@@ -8,7 +8,10 @@ for a late event loop is off (``MEMSTREAM_API_LAG_SECONDS``=60): every answer is
 a full one. The load comes from vegeta when there is one (``bench.loadpath.open_loop.vegeta``),
 else from the benchmark's own client. Beside the server's CPU (user and system apart), the
 database's and Redis's per request, read off their processes (a server on this machine that
-listens on the settings' port). ``python -m bench loadcpu``."""
+listens on the settings' port). ``BENCH_CPU_TRACING``: ``off`` (default), ``on`` (the API
+exports its spans over OTLP/HTTP to a receiver in this process, as ``OTEL_*`` would set it up),
+or ``both``: ``BENCH_CPU_PAIRS`` (2) runs off and on in turn, with the difference per request.
+``python -m bench loadcpu``."""
 
 from __future__ import annotations
 
@@ -16,16 +19,18 @@ import asyncio
 import gc
 import os
 import random
+import statistics
 import tempfile
 from pathlib import Path
 
 from bench.loadpath import bulk
 from bench.loadpath.data import load_conversations, query_text
 from bench.loadpath.open_loop import load_client, open_loop, vegeta
+from bench.loadpath.otlp_sink import OtlpSink
 from bench.loadpath.platform import CONVERSATIONS, TENANT, bodies, loadavg, reset_conversations
 from bench.loadpath.profiling import print_profile, profiler
 from bench.loadpath.requests import configure_agents
-from bench.loadpath.servers import listening_pid, memstream_api, process_times
+from bench.loadpath.servers import Server, listening_pid, memstream_api, process_times
 from bench.support import isolated_settings
 from memstream.settings import Settings
 
@@ -33,6 +38,8 @@ RATE = float(os.environ.get("BENCH_CPU_RATE", "20"))
 SECONDS = int(os.environ.get("BENCH_CPU_SECONDS", "30"))
 WARMUP_SECONDS = 5
 IDLE_SECONDS = 5
+TRACING = os.environ.get("BENCH_CPU_TRACING", "off")
+PAIRS = int(os.environ.get("BENCH_CPU_PAIRS", "2"))
 
 
 async def main() -> None:
@@ -45,8 +52,34 @@ async def main() -> None:
     settings = isolated_settings(log_level="WARNING", database_url=url, api_lag_seconds=60.0)
     await reset_conversations(settings)
     await load_conversations(settings, TENANT, CONVERSATIONS, random.Random(1))
+    modes = {"off": [False], "on": [True], "both": [False, True] * PAIRS}[TRACING]
     logs = Path(tempfile.mkdtemp(prefix="bench-loadcpu-"))
-    server = memstream_api(settings, logs / "memstream-api.log")
+    measured: dict[bool, list[float]] = {False: [], True: []}
+    with OtlpSink() as sink:
+        for n, traced in enumerate(modes):
+            print(f"  tracing {'on, OTLP/HTTP to ' + sink.url if traced else 'off'}")
+            environ = sink.environ() if traced else {}
+            os.environ.update(environ)
+            try:
+                server = memstream_api(settings, logs / f"memstream-api-{n}.log")
+            finally:
+                for name in environ:
+                    del os.environ[name]
+            measured[traced].append(await measure(server, settings, users))
+            if traced:
+                print(f"    the receiver has {sink.spans:,} spans in {sink.requests:,} exports")
+    if measured[False] and measured[True]:
+        off, on = measured[False], measured[True]
+        print(
+            f"  tracing off {', '.join(f'{v:.2f}' for v in off)} ms/request,"
+            f" on {', '.join(f'{v:.2f}' for v in on)} ms/request:"
+            f" on - off {statistics.mean(on) - statistics.mean(off):+.2f} ms/request"
+            f" ({statistics.mean(on) / statistics.mean(off):.3f}x)"
+        )
+
+
+async def measure(server: Server, settings: Settings, users: int) -> float:
+    """One API process measured; answers its CPU per answered request (ms)."""
     server.start()
     try:
         await configure_agents(server, TENANT)
@@ -105,3 +138,4 @@ async def main() -> None:
         print(f"  server log: {server.log_path}")
     finally:
         server.stop()
+    return r.cpu_ms

@@ -12,6 +12,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi_offline import FastAPIOffline
 from starlette.routing import Route
 
+from memstream import tracing
 from memstream.api import errors, mcp, startup
 from memstream.api.gate import Gate
 from memstream.api.hosts import host_check, loopback, parse_allowed
@@ -99,6 +100,8 @@ def create_app(settings: Settings) -> FastAPI:
         queue_seconds=settings.api_queue_seconds,
         lag_seconds=settings.api_lag_seconds,
     )
+    if tracing.configure("memstream-api", user_ids=settings.trace_user_ids):
+        app.add_middleware(tracing.RequestSpans)  # outermost: the whole request, refusals too
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -42,6 +42,7 @@ class Step(BaseModel):
     cause: str
     conversation_id: str | None = None
     at: datetime
+    trace_id: str | None = Field(None, description="the trace of the session end behind it")
 
 
 class HistoryItem(BaseModel):
@@ -61,6 +62,7 @@ class HistoryItem(BaseModel):
     superseded_by: list[str]
     source_event_ids: list[str]
     source_messages: list[SourceMessage]
+    trace_id: str | None = Field(None, description="the trace of the session end it came from")
 
 
 class HistoryResponse(BaseModel):
@@ -118,7 +120,7 @@ async def history(engine: AsyncEngine, tenant_id: str, memory_id: str) -> Histor
             state = _ENDED.get(ended[0].change, "deleted") if ended else "deleted"
         items.append(
             HistoryItem(
-                **{k: v for k, v in memory.items() if k != "source_event_ids"},
+                **{k: v for k, v in memory.items() if k not in ("source_event_ids", "trace_id")},
                 state=state,
                 added=added[0] if added else None,
                 ended=ended[0] if ended else None,
@@ -126,6 +128,7 @@ async def history(engine: AsyncEngine, tenant_id: str, memory_id: str) -> Histor
                 superseded_by=[new for new, old in links if old == mid],
                 source_event_ids=list(sources),
                 source_messages=[messages[e] for e in sources if e in messages],
+                trace_id=memory["trace_id"] or (added[0].trace_id if added else None),
             )
         )
     items.sort(key=lambda item: (item.created_at, item.id))
@@ -152,6 +155,7 @@ async def _memories(
                 "occurred_at": _utc(row.occurred_at),
                 "deleted_at": _utc(row.deleted_at),
                 "source_event_ids": [str(e) for e in row.source_event_ids or ()],
+                "trace_id": row.trace_id,
             }
         query = select(provider_memory).where(p.tenant_id == tenant_id, p.memory_id.in_(chunk))
         for row in (await conn.execute(query)).all():
@@ -168,6 +172,7 @@ async def _memories(
                     "occurred_at": None,
                     "deleted_at": _utc(row.deleted_at),
                     "source_event_ids": [],
+                    "trace_id": None,
                 },
             )
     return found
@@ -191,10 +196,15 @@ async def _steps(
         for row in (await conn.execute(query)).all():
             at = _utc(row.changed_at)
             assert at is not None
+            payload = orjson.loads(row.payload)
             step = Step(
-                change=row.change, cause=row.cause, conversation_id=row.conversation_id, at=at
+                change=row.change,
+                cause=row.cause,
+                conversation_id=row.conversation_id,
+                at=at,
+                trace_id=payload.get("trace_id"),
             )
-            sources = [str(e) for e in orjson.loads(row.payload).get("source_event_ids") or ()]
+            sources = [str(e) for e in payload.get("source_event_ids") or ()]
             added, ended = out.get(row.memory_id, (None, None))
             if row.change == "added":
                 added = (step, sources)

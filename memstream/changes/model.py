@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memstream import tracing
 from memstream.memory import MemoryItem
 from memstream_client.contract.changes import CauseKind, Change, ChangeKind, change_id
 
@@ -27,14 +28,25 @@ class Cause:
     kind: CauseKind
     conversation_id: str | None = None
     superseded_by: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    # The trace context (``traceparent``) of the session end behind the change.
+    trace: str | None = None
 
     @classmethod
-    def session(cls, conversation_id: str) -> Cause:
-        return cls("session", conversation_id)
+    def session(cls, conversation_id: str, trace: str | None = None) -> Cause:
+        return cls("session", conversation_id, trace=trace)
 
     @classmethod
-    def conflict(cls, conversation_id: str, superseded_by: Mapping[str, Sequence[str]]) -> Cause:
-        return cls("conflict", conversation_id, superseded_by)
+    def conflict(
+        cls,
+        conversation_id: str,
+        superseded_by: Mapping[str, Sequence[str]],
+        trace: str | None = None,
+    ) -> Cause:
+        return cls("conflict", conversation_id, superseded_by, trace)
+
+    @property
+    def trace_id(self) -> str | None:
+        return tracing.trace_id_of(self.trace)
 
 
 API = Cause("api")
@@ -73,6 +85,7 @@ def _change(
         source_event_ids=item.source_event_ids if keep_sources else (),
         occurred_at=item.occurred_at if keep_sources else None,
         changed_at=now,
+        trace=cause.trace,
     )
 
 

@@ -61,6 +61,7 @@ class ChangeOutbox:
                 "content": c.content,
                 "changed_at": _naive(c.changed_at),
                 "published_at": None,
+                "traceparent": c.trace,
             }
             for c in changes
         ]

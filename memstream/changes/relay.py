@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaProducer
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream import tracing
 from memstream.broker.clients import producer
 from memstream.changes.outbox import ChangeOutbox, insert_ignoring
 from memstream.settings import Settings
@@ -93,7 +94,15 @@ class ChangeRelay:
         if not await self.hold_lease():
             return 0
         query = (
-            select(t.c.seq, t.c.tenant_id, t.c.user_id, t.c.change, t.c.payload, t.c.content)
+            select(
+                t.c.seq,
+                t.c.tenant_id,
+                t.c.user_id,
+                t.c.change,
+                t.c.payload,
+                t.c.content,
+                t.c.traceparent,
+            )
             .where(t.c.topic == self.topic, t.c.published_at.is_(None))
             .order_by(t.c.seq)
             .limit(BATCH)
@@ -106,7 +115,10 @@ class ChangeRelay:
         for row in rows:
             value = with_content(orjson.loads(row.payload), row.content)
             key = key_of(row.tenant_id, row.user_id)
-            pending.append(await client.send(self.topic, orjson.dumps(value), key=key))
+            with tracing.produced("memory-changed publish", row.traceparent):
+                traced = tracing.headers() or None
+                sent = await client.send(self.topic, orjson.dumps(value), key=key, headers=traced)
+            pending.append(sent)
         await asyncio.gather(*pending)
         forgotten = {(r.tenant_id, r.user_id): r.seq for r in rows if r.change == "forgotten"}
         await self._mark([row.seq for row in rows], forgotten)

@@ -48,7 +48,9 @@ async def selected(
     topic = settings.topic(DEAD_LETTER)
     async for record in records_until_now(settings, topic, selection.since):
         try:
-            letter = read_letter(record.partition, record.offset, record.key, record.value)
+            letter = read_letter(
+                record.partition, record.offset, record.key, record.value, record.headers
+            )
         except ValueError:
             reading.unreadable += 1
             continue

@@ -90,7 +90,7 @@ async def redrive(settings: Settings, selection: Selection, *, dry_run: bool) ->
                         letter.source_topic,
                         letter.payload,
                         key=letter.key,
-                        headers=[(REDRIVEN_HEADER, ledger.mark(letter))],
+                        headers=[(REDRIVEN_HEADER, ledger.mark(letter)), *letter.trace],
                     )
                     for letter in claimed
                 ]

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import orjson
 
+from memstream import tracing
 from memstream.errors import InvalidEvent
 from memstream_client.contract.deadletter import dead_letter_value, kafka_time
 
@@ -22,6 +23,7 @@ class SourceRecord:
     timestamp: float | None  # seconds since the epoch, as Kafka stamped the record
     key: bytes | None
     value: bytes | None
+    headers: tracing.Headers = ()  # the trace context among them (memstream.tracing)
 
     @property
     def time(self) -> datetime:
@@ -46,6 +48,7 @@ class DeadLetter:
     key: bytes | None
     value: bytes
     reason: str
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def dead_letter(reason: str, detail: str, stage: str, source: SourceRecord) -> DeadLetter:
@@ -60,4 +63,5 @@ def dead_letter(reason: str, detail: str, stage: str, source: SourceRecord) -> D
         timestamp=source.timestamp,
         payload=source.value,
     )
-    return DeadLetter(key=source.key, value=orjson.dumps(record), reason=reason)
+    headers = tracing.continuing(source.headers)
+    return DeadLetter(key=source.key, value=orjson.dumps(record), reason=reason, headers=headers)

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream import metrics
+from memstream import metrics, tracing
 from memstream.errors import ProviderUnavailable
 from memstream.loadpath.budget import budget_long_term, memory_line, prepare_items
 from memstream.loadpath.recent import Recent, RecentTurns
@@ -100,7 +100,17 @@ class LoadPath:
     ) -> ContextResponse:
         """The answer; the time limits count from ``arrived`` (the loop's clock) when the
         request waited before it got here. Without ``with_long_term`` (an overloaded process) the
-        long-term part is not searched and ``degraded`` names it."""
+        long-term part is not searched and ``degraded`` names it. Traced as ``assemble``, with
+        the degraded parts and token counts (``memstream.tracing``)."""
+        who = tracing.who(req.tenant_id, req.agent_id, req.user_id)
+        with tracing.parent_span("assemble", **who) as part:
+            answer = await self._context(req, arrived, with_long_term)
+            part.set(degraded=answer.degraded, **tracing.tokens(answer.tokens))
+        return answer
+
+    async def _context(
+        self, req: ContextRequest, arrived: float | None, with_long_term: bool
+    ) -> ContextResponse:
         started = time.perf_counter()
         begun = asyncio.get_running_loop().time() if arrived is None else arrived
         settings = self._settings
@@ -258,7 +268,9 @@ class LoadPath:
         cached: tuple[str, int] | None = None
         if self._cache is not None:
             try:
-                recent, cached = await self._turns.from_cache(tenant_id, conversation_id, limit)
+                with tracing.span("cache read") as part:
+                    recent, cached = await self._turns.from_cache(tenant_id, conversation_id, limit)
+                    part.set(hit=recent is not None)
             except Exception as exc:
                 log.warning("cache read failed: %r", exc)
                 metrics.CACHE.labels("read", "error").inc()
@@ -267,14 +279,20 @@ class LoadPath:
             if recent is not None:
                 return recent, await self._summary(tenant_id, conversation_id, summary_by, degraded)
             return await asyncio.gather(
-                self._turns.from_record(tenant_id, conversation_id, limit),
+                self._from_record(tenant_id, conversation_id, limit),
                 self._summary(tenant_id, conversation_id, summary_by, degraded),
             )
         # ("", 0) is a cached "no summary", so conversations without one cost no query.
         summary = Summary(*cached) if cached[0] else None
         if recent is None:
-            recent = await self._turns.from_record(tenant_id, conversation_id, limit)
+            recent = await self._from_record(tenant_id, conversation_id, limit)
         return recent, summary
+
+    async def _from_record(self, tenant_id: str, conversation_id: str, limit: int) -> Recent:
+        with tracing.span("record read", limit=limit) as part:
+            recent = await self._turns.from_record(tenant_id, conversation_id, limit)
+            part.set(turns=len(recent.turns))
+        return recent
 
     async def _summary(
         self, tenant_id: str, conversation_id: str, by: float, degraded: _Degraded
@@ -318,7 +336,8 @@ class LoadPath:
             degraded.add("long_term")
             return LongTerm(provider=name), 0, 0
         searched = time.perf_counter()
-        with provider_degraded.collect() as fell_back:  # e.g. "embeddings": answered lexically
+        searching = tracing.span(f"long-term search {name}", provider=name)
+        with searching as traced, provider_degraded.collect() as fell_back:  # e.g. "embeddings"
             found = await provider.search(
                 req.tenant_id,
                 req.user_id,
@@ -326,6 +345,7 @@ class LoadPath:
                 req.query,
                 top_k=self._settings.long_term_top_k,
             )
+            traced.set(items=len(found), degraded=list(fell_back) or None)
         for part in fell_back:
             degraded.add(part)
         self._search_stats.record(req.tenant_id, time.perf_counter() - searched, len(found))

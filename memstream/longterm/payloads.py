@@ -23,12 +23,15 @@ class Session:
     agent_id: str | None
     conversation_id: str
     event_id: str
+    # The session stage's trace context (``traceparent``): the memories it becomes carry it.
+    trace: str | None = None
 
     @classmethod
-    def of(cls, event: SessionEnded) -> Session:
+    def of(cls, event: SessionEnded, trace: str | None = None) -> Session:
         return cls(
-            event.tenant_id, event.user_id, event.agent_id, event.conversation_id, event.event_id
-        )
+            event.tenant_id, event.user_id, event.agent_id, event.conversation_id, event.event_id,
+            trace,
+        )  # fmt: skip
 
     @property
     def owner_key(self) -> bytes:

@@ -142,7 +142,8 @@ async def persist(
     answers what expired. Each change is recorded as the provider makes it."""
     superseded_by: dict[str, list[str]] = {}
     if store:
-        stored = await provider.add(store, cause=Cause.session(session.conversation_id))
+        cause = Cause.session(session.conversation_id, session.trace)
+        stored = await provider.add(store, cause=cause)
         unconfirmed = sum(1 for item in stored if is_provisional(item))
         if unconfirmed:
             raise ProviderUnavailable(
@@ -154,7 +155,7 @@ async def persist(
                 for old in memory.supersedes:
                     superseded_by.setdefault(old, []).append(item.id)
     if expire:
-        cause = Cause.conflict(session.conversation_id, superseded_by)
+        cause = Cause.conflict(session.conversation_id, superseded_by, session.trace)
         await provider.delete(session.tenant_id, expire, cause=cause)
     gone = list(expire)
     if any(m.kind == "episode" for m in store) and (retention.period or retention.per_user):

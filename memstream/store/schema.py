@@ -171,6 +171,8 @@ long_term_memory = Table(
     # until they are (a row imported by SQL, or written before the postings existed): the
     # term backfill finds those rows by it.
     Column("term_count", Integer, nullable=True),
+    # The trace id of the session end the memory came from (NULL: none, or by the API).
+    Column("trace_id", String(32), nullable=True),
     UniqueConstraint("tenant_id", "user_id", "cube_id", "content_hash", name="uq_memory_content"),
     Index("ix_memory_scope", "tenant_id", "user_id", "cube_id", "deleted_at"),
     # Stats: memories of a tenant per time bucket and type (covering for the trend query).
@@ -405,6 +407,8 @@ memory_change = Table(
     Column("content", Text, nullable=True),
     Column("changed_at", _TIME, nullable=False),
     Column("published_at", _TIME, nullable=True),
+    # The trace of the session end behind the change: the relay puts it on the record.
+    Column("traceparent", String(64), nullable=True),
     UniqueConstraint("change_id", name="uq_change_id"),
     # The relay reads the oldest unpublished rows of its topic.
     Index("ix_change_pending", "topic", "published_at", "seq"),

@@ -6,6 +6,11 @@ that is not. The producer waits for every in-sync replica and is idempotent, so 
 neither duplicate nor reorder a conversation's events; the event id makes a publish that the
 caller repeats harmless too (the record stores an event id once). aiokafka is imported when a
 publisher starts, not with this module: code that only calls the API does not load it.
+
+Each event is sent in a producer span, a child of the caller's current span, whose W3C trace
+context (``traceparent``, ``tracestate``) goes in the record's headers; memstream's stages
+continue that trace. Without an OpenTelemetry SDK the span records nothing, and the headers
+carry the caller's context when it has one.
 """
 
 from __future__ import annotations
@@ -228,14 +233,26 @@ class Publisher:
         if self._producer is None:
             raise RuntimeError("the publisher is not started: use `async with` or start()")
         from aiokafka.errors import KafkaError
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         topic = f"{self.topic_prefix}{event.topic}"
-        try:
-            stored = await self._producer.send_and_wait(topic, event.value, key=event.key)
-        except KafkaError as exc:
-            raise ServiceUnavailable(
-                f"{topic}: the broker did not store the event ({exc!r})"
-            ) from exc
+        attributes = {"messaging.system": "kafka", "messaging.destination.name": topic}
+        with trace.get_tracer("memstream_client").start_as_current_span(
+            f"{event.topic} publish", kind=trace.SpanKind.PRODUCER, attributes=attributes
+        ) as span:
+            carrier: dict[str, str] = {}
+            TraceContextTextMapPropagator().inject(carrier)
+            headers = [(name, value.encode()) for name, value in carrier.items()] or None
+            try:
+                stored = await self._producer.send_and_wait(
+                    topic, event.value, key=event.key, headers=headers
+                )
+            except KafkaError as exc:
+                raise ServiceUnavailable(
+                    f"{topic}: the broker did not store the event ({exc!r})"
+                ) from exc
+            span.set_attribute("messaging.kafka.offset", stored.offset)
         return Published(event.event_id, topic, stored.partition, stored.offset)
 
 

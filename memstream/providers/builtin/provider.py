@@ -122,6 +122,7 @@ class MySQLProvider:
                 replaced[row["id"]] = memory.supersedes
                 terms[row["id"]] = document_terms(memory.content)
                 row["term_count"] = terms[row["id"]].length
+                row["trace_id"] = cause.trace_id
         stored: dict[ContentKey, MemoryItem] = {}
         async with self._engine.begin() as conn:
             # Key order: concurrent batches take the unique-key locks in the same order.

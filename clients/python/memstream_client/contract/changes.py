@@ -37,6 +37,7 @@ class Change:
     source_event_ids: tuple[str, ...]
     occurred_at: datetime | None
     changed_at: datetime
+    trace: str | None = None  # ``traceparent`` of the session end behind it
 
 
 def change_id(tenant_id: str, provider: str, memory_id: str, change: ChangeKind) -> str:
@@ -56,7 +57,7 @@ def _time(moment: datetime | None) -> str | None:
 def value_of(change: Change) -> dict[str, Any]:
     """The JSON object published for ``change`` (``schemas/memory-changed.v1.json``), without
     its ``content``: the outbox keeps the text apart (``with_content``)."""
-    return {
+    value: dict[str, Any] = {
         "schema": SCHEMA,
         "change_id": change.change_id,
         "change": change.change,
@@ -76,6 +77,21 @@ def value_of(change: Change) -> dict[str, Any]:
         "occurred_at": _time(change.occurred_at),
         "changed_at": _time(change.changed_at),
     }
+    trace_id = trace_id_of(change.trace)
+    if trace_id is not None:
+        value["trace_id"] = trace_id
+    return value
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The trace id (32 hex digits) of a W3C ``traceparent`` value; None when it is not one."""
+    parts = (traceparent or "").strip().split("-")
+    if len(parts) < 4 or len(parts[0]) != 2 or parts[0] == "ff":
+        return None
+    trace_id = parts[1].lower()
+    if len(trace_id) != 32 or trace_id.strip("0123456789abcdef") or trace_id == "0" * 32:
+        return None
+    return trace_id
 
 
 def with_content(value: dict[str, Any], content: str | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -92,9 +93,20 @@ class Letter:
     source_offset: int | None
     failed_at: datetime | None
     payload: bytes | None
+    trace: tuple[tuple[str, bytes], ...] = ()  # its trace headers: a redrive goes on with them
 
 
-def read_letter(partition: int, offset: int, key: bytes | None, value: bytes | None) -> Letter:
+# The W3C trace context headers a letter keeps, so that a redrive continues its trace.
+TRACE_HEADERS = ("traceparent", "tracestate")
+
+
+def read_letter(
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[tuple[str, bytes | None]] | None = (),
+) -> Letter:
     """Decode one dead-letter record; raises ``ValueError`` when it is not one."""
     try:
         record = orjson.loads(value or b"")
@@ -117,6 +129,9 @@ def read_letter(partition: int, offset: int, key: bytes | None, value: bytes | N
         source_offset=_integer(source.get("offset")),
         failed_at=_time(record.get("failed_at")),
         payload=_payload(record.get("payload"), record.get("payload_encoding")),
+        trace=tuple(
+            (name, raw) for name, raw in headers or () if name in TRACE_HEADERS and raw is not None
+        ),
     )
 
 
