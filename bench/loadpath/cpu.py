@@ -8,7 +8,9 @@ for a late event loop is off (``MEMSTREAM_API_LAG_SECONDS``=60): every answer is
 a full one. The load comes from vegeta when there is one (``bench.loadpath.open_loop.vegeta``),
 else from the benchmark's own client. Beside the server's CPU (user and system apart), the
 database's and Redis's per request, read off their processes (a server on this machine that
-listens on the settings' port). ``python -m bench loadcpu``."""
+listens on the settings' port). ``BENCH_CPU_PATH=search`` measures ``POST /v1/memories/search``
+(top 10) instead of a full ``/v1/context``; ``BENCH_CPU_USERS`` draws the users from the first
+that many (loaded when missing) instead of the whole dataset. ``python -m bench loadcpu``."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import os
 import random
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bench.loadpath import bulk
 from bench.loadpath.data import load_conversations, query_text
@@ -31,6 +34,8 @@ from memstream.settings import Settings
 
 RATE = float(os.environ.get("BENCH_CPU_RATE", "20"))
 SECONDS = int(os.environ.get("BENCH_CPU_SECONDS", "30"))
+PATH = os.environ.get("BENCH_CPU_PATH", "context")
+USERS = int(os.environ.get("BENCH_CPU_USERS", "0"))  # 0: every user loaded
 WARMUP_SECONDS = 5
 IDLE_SECONDS = 5
 
@@ -38,8 +43,23 @@ IDLE_SECONDS = 5
 async def main() -> None:
     url = bulk.bench_url(Settings().database_url)
     await bulk.prepare(url)
-    users = bulk.load(url, TENANT, 1, progress=False).users  # what is loaded, nothing added
-    print(f"loadcpu: random users of {users:,} in {bulk.DATABASE}, load average {loadavg()}")
+    if PATH not in ("context", "search"):
+        raise SystemExit(f"BENCH_CPU_PATH must be context or search, not {PATH!r}")
+    loaded = bulk.load(url, TENANT, max(1, USERS), progress=False).users  # adds only missing
+    users = min(loaded, USERS) if USERS else loaded
+    route = "/v1/context" if PATH == "context" else "/v1/memories/search"
+    print(
+        f"loadcpu: {route}, random users of {users:,} (of {loaded:,}) in {bulk.DATABASE},"
+        f" load average {loadavg()}"
+    )
+
+    def requests(count: int, seed: int) -> list[dict[str, Any]]:
+        found = bodies(users, count, seed, queries)
+        if PATH == "search":
+            keep = ("tenant_id", "user_id", "agent_id", "query")
+            return [{**{k: b[k] for k in keep}, "top_k": 10} for b in found]
+        return found
+
     # The late-loop rule off: on a shared machine it would answer short-term only, a cheaper
     # request than the one measured here.
     settings = isolated_settings(log_level="WARNING", database_url=url, api_lag_seconds=60.0)
@@ -55,10 +75,8 @@ async def main() -> None:
         gc.freeze()
         client = load_client(server)
         try:
-            await open_loop([client], [server], bodies(users, 200, 7, queries), 50, 4)
-            await open_loop(
-                [client], [server], bodies(users, 400, 8, queries), RATE, WARMUP_SECONDS
-            )
+            await open_loop([client], [server], requests(200, 7), 50, 4, path=route)
+            await open_loop([client], [server], requests(400, 8), RATE, WARMUP_SECONDS, path=route)
             # What the process spends with no request (its loop watch, flushers), per second.
             idle_from = server.cpu_seconds()
             await asyncio.sleep(IDLE_SECONDS)
@@ -67,12 +85,14 @@ async def main() -> None:
                 "database": listening_pid(settings.database_url),
                 "Redis": listening_pid(str(settings.redis_url)),
             }
-            these = bodies(users, round(RATE * SECONDS), 9, queries)
+            these = requests(round(RATE * SECONDS), 9)
             before = {name: (pid, sum(process_times(pid))) for name, pid in peers.items() if pid}
             server_before = process_times(server.pid)
             spy = profiler(server, SECONDS, gil=True)
             generator = vegeta()
-            r = await open_loop([client], [server], these, RATE, SECONDS, generator=generator)
+            r = await open_loop(
+                [client], [server], these, RATE, SECONDS, generator=generator, path=route
+            )
             if spy is not None:
                 spy.wait()
             user, system = (
