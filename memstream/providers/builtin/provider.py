@@ -27,7 +27,6 @@ from memstream.providers.builtin import postings, ranking, sql
 from memstream.providers.builtin.index_cache import RecentSearches
 from memstream.providers.builtin.ranking import (
     hybrid_candidates,
-    lexical_pools,
     pick_hybrid,
     pick_lexical,
 )
@@ -143,7 +142,7 @@ class MySQLProvider:
                 for item in stored.values()
                 if item.id in terms
                 for posting in postings.rows_of(
-                    item.tenant_id, item.user_id, item.id, terms[item.id]
+                    item.tenant_id, item.user_id, item.id, terms[item.id], cube_id=item.cube_id
                 )
             ]
             await postings.write(conn, posted)
@@ -259,26 +258,26 @@ class MySQLProvider:
     async def _search_lexical(
         self, tenant_id: str, user_id: str, terms: Sequence[str], cubes: Sequence[str], top_k: int
     ) -> list[MemoryItem]:
-        """BM25 over the stored postings of the query's terms: no per-user warm-up, and only
-        live memories are ever scored (docs/design/builtin-store.md)."""
+        """BM25 over the stored postings of the query's terms, scored in the database in one
+        statement that answers only each cube's pool of live memories: no per-user warm-up,
+        and the work here bounded by what is returned (docs/design/builtin-store.md)."""
         if not terms:
             return []
-        # One connection for both statements: a checkout costs a rollback round trip on return.
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            found = await self._read_postings(conn, tenant_id, user_id, terms)
-            if not found.count and not found.unread:
-                return []
-
-            def rank() -> dict[str, list[tuple[float, str]]]:
-                scores = _relevance(terms, found)
-                return lexical_pools(scores, found.cubes.__getitem__, cubes, top_k, self.relativity)
-
-            # ``found`` belongs to this call alone: a thread can score it while the loop runs.
-            pools = await asyncio.to_thread(rank) if found.count > INLINE_WORK else rank()
-            ids = sorted({doc_id for pool in pools.values() for _, doc_id in pool})
-            if not ids:
-                return []
-            items = {item.id: item for item in await sql.live_items(conn, tenant_id, ids)}
+            found = await postings.ranked(
+                conn,
+                tenant_id,
+                user_id,
+                terms,
+                cubes,
+                pool=ranking.pool_size(top_k),
+                floor=self.relativity * self.relativity,
+                budget=self.postings_budget,
+            )
+        pools: dict[str, list[tuple[float, str]]] = {cube: [] for cube in cubes}
+        for hit in found:
+            pools[hit.item.cube_id].append((hit.relevance, hit.item.id))
+        items = {hit.item.id: hit.item for hit in found}
 
         def token_set(doc_id: str) -> frozenset[str]:
             return frozenset(tokenize(items[doc_id].content))
