@@ -302,70 +302,71 @@ def _qtf(term: Any, levels: int) -> Any:
 @cache
 def _ranking(levels: int) -> Select[Any]:
     """The one statement of a lexical search: the postings of the query's terms of one user
-    (the primary key's prefix, no join), their document frequency, the idf over the user's
-    live count, the budget applied rarest terms first, each memory scored from the stored
-    impacts, thresholded and cut to the pool of each readable cube; then only the pool's
-    live rows, with their columns. Built once per count of repeat lists (a query repeating a
-    term more than once is rare): the engine caches its compiled form."""
+    (the primary key's prefix, no join) read once, their document frequency, the idf over the
+    user's live count, the budget applied rarest terms first, each memory scored from the
+    stored impacts, thresholded and cut to the pool of each readable cube; then only the
+    pool's live rows, with their columns. Each step reads the one before it once (a derived
+    table read twice is computed twice). Built once per count of repeat lists (a query
+    repeating a term is rare): the engine caches its compiled form."""
+    term_key = (p.c.term, p.c.field)
     hits = force_index(
-        select(p.c.term, p.c.field, p.c.memory_id, p.c.cube_id, p.c.impact).where(
+        select(
+            p.c.term,
+            p.c.field,
+            p.c.memory_id,
+            p.c.cube_id,
+            p.c.impact,
+            func.count().over(partition_by=term_key).label("df"),
+            func.row_number().over(partition_by=term_key, order_by=p.c.memory_id).label("nth"),
+        ).where(
             p.c.tenant_id == bindparam("tenant_id"),
             p.c.user_id == bindparam("user_id"),
             p.c.term.in_(bindparam("terms", expanding=True)),
         ),
         p,
         "PRIMARY",
-    ).cte("hits")
-    df = (
-        select(hits.c.term, hits.c.field, func.count().label("df"))
-        .group_by(hits.c.term, hits.c.field)
-        .cte("df")
-    )
+    ).subquery("hits")
     n_docs = _live_count()
     # As retrieval._idf: the Lucene form over the live memories plus the background ones.
-    idf = func.ln(1.0 + (n_docs + (BACKGROUND_DOCS + 0.5) - df.c.df) / (df.c.df + 0.5))
-    upto = func.sum(df.c.df).over(order_by=(df.c.df, df.c.term, df.c.field), rows=(None, 0))
-    qtf = _qtf(df.c.term, levels)
-    stats = select(
-        df.c.term,
-        df.c.field,
-        (idf * qtf * case((df.c.field == WORD, 1.0), else_=PHRASE_WEIGHT)).label("weight"),
-        # A word's part of the ideal score, read or not (pairs add nothing to it).
-        case((df.c.field == WORD, idf * qtf), else_=0.0).label("ideal"),
-        case((df.c.field == WORD, qtf), else_=0).label("words"),
+    idf = func.ln(1.0 + (n_docs + (BACKGROUND_DOCS + 0.5) - hits.c.df) / (hits.c.df + 0.5))
+    qtf = _qtf(hits.c.term, levels)
+    word, first = hits.c.field == WORD, hits.c.nth == 1
+    # Every posting of a term through the last of its peers, rarest terms first: how many
+    # postings scoring this term takes (``RANGE`` counts the peers of the current row).
+    upto = func.count().over(order_by=(hits.c.df, hits.c.term, hits.c.field))
+    weighed = select(
+        hits.c.memory_id,
+        hits.c.cube_id,
+        hits.c.field,
+        (hits.c.impact * idf * qtf * case((word, 1.0), else_=PHRASE_WEIGHT)).label("part"),
+        # The ideal score: each of the query's words once, read or not (pairs add nothing).
+        func.sum(case((and_(word, first), idf * qtf), else_=0.0)).over().label("ideal"),
+        func.sum(case((and_(word, first), qtf), else_=0)).over().label("words"),
         upto.label("upto"),
-    ).cte("stats")
+    ).subquery("weighed")
     # The query's words no memory holds weigh in the ideal with a document frequency of 0.
-    unseen: Any = bindparam("word_count") - func.coalesce(
-        select(func.sum(stats.c.words)).scalar_subquery(), 0
-    )
+    unseen = bindparam("word_count") - func.max(weighed.c.words)
     idf_unseen = func.ln(1.0 + (n_docs + (BACKGROUND_DOCS + 0.5)) / 0.5)
-    ideal = (
-        func.coalesce(select(func.sum(stats.c.ideal)).scalar_subquery(), 0.0) + unseen * idf_unseen
-    )
-    raw = func.sum(hits.c.impact * stats.c.weight)
+    relevance = func.sum(weighed.c.part) / (func.max(weighed.c.ideal) + unseen * idf_unseen)
     scored = (
-        select(hits.c.memory_id, hits.c.cube_id, (raw / ideal).label("relevance"))
-        .select_from(
-            hits.join(stats, and_(stats.c.term == hits.c.term, stats.c.field == hits.c.field))
-        )
+        select(weighed.c.memory_id, weighed.c.cube_id, relevance.label("relevance"))
         .where(
-            stats.c.upto <= bindparam("budget"),
-            hits.c.cube_id.in_(bindparam("cubes", expanding=True)),
+            weighed.c.upto <= bindparam("budget"),
+            weighed.c.cube_id.in_(bindparam("cubes", expanding=True)),
         )
-        .group_by(hits.c.memory_id, hits.c.cube_id)
+        .group_by(weighed.c.memory_id, weighed.c.cube_id)
         # A word pair adds to a memory a word of the query matched, never on its own.
-        .having(func.min(hits.c.field) == WORD)
-        .cte("scored")
+        .having(func.min(weighed.c.field) == WORD)
+        .subquery("scored")
     )
-    rank = func.row_number().over(
+    place = func.row_number().over(
         partition_by=scored.c.cube_id,
         order_by=(scored.c.relevance.desc(), scored.c.memory_id.desc()),
     )
     ranked = (
-        select(scored.c.memory_id, scored.c.relevance, rank.label("place"))
+        select(scored.c.memory_id, scored.c.relevance, place.label("place"))
         .where(scored.c.relevance >= bindparam("floor"), scored.c.relevance > 0.0)
-        .cte("ranked")
+        .subquery("ranked")
     )
     return force_index(
         select(*sql.COLUMNS, ranked.c.relevance)
