@@ -345,7 +345,7 @@ def _ranking(levels: int) -> Select[Any]:
         upto.label("upto"),
     ).subquery("weighed")
     # The query's words no memory holds weigh in the ideal with a document frequency of 0.
-    unseen = bindparam("word_count") - func.max(weighed.c.words)
+    unseen: Any = bindparam("word_count") - func.max(weighed.c.words)
     idf_unseen = func.ln(1.0 + (n_docs + (BACKGROUND_DOCS + 0.5)) / 0.5)
     relevance = func.sum(weighed.c.part) / (func.max(weighed.c.ideal) + unseen * idf_unseen)
     scored = (
