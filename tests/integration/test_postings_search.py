@@ -232,3 +232,20 @@ async def test_rows_imported_by_sql_are_indexed_by_the_backfill(
     assert [m.id for m in found] == ids and found[0].score == 1.0
     assert [m.id for m in await provider.search(tenant, "u1", None, "tunes Sundays")] == ids[1:]
     assert await backfill.tick() == 0  # indexed once
+
+
+async def test_a_kept_answer_never_serves_what_another_replica_deleted(
+    db: AsyncEngine, tenant: str
+) -> None:
+    # Answers kept for a minute: a delete or a forget through another replica still shows
+    # at once, and the answer is searched again.
+    reader, writer = MySQLProvider(db, fresh_seconds=60), MySQLProvider(db)
+    await writer.add(memories(tenant, 60))
+    query = "cello concert"
+    before = await reader.search(tenant, "u1", None, query)
+    assert before and await reader.search(tenant, "u1", None, query) == before  # kept
+    assert await writer.delete(tenant, [before[0].id]) == [before[0].id]
+    after = await reader.search(tenant, "u1", None, query)
+    assert after and before[0].id not in {m.id for m in after}
+    await writer.delete_user(tenant, "u1")
+    assert await reader.search(tenant, "u1", None, query) == []

@@ -24,7 +24,7 @@ from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT
 from memstream.memory import MemoryItem, NewMemory, readable_cubes
 from memstream.providers import degraded
 from memstream.providers.builtin import postings, ranking, sql
-from memstream.providers.builtin.index_cache import RecentSearches
+from memstream.providers.builtin.index_cache import RecentSearches, search_terms
 from memstream.providers.builtin.ranking import (
     hybrid_candidates,
     pick_hybrid,
@@ -42,6 +42,7 @@ from memstream.retrieval import (
     relevance,
 )
 from memstream.store.reads import Reads
+from memstream.store.schema import TERM_CHARS
 from memstream.text.terms import phrases, tokenize
 
 log = logging.getLogger(__name__)
@@ -228,16 +229,26 @@ class MySQLProvider:
         cubes = readable_cubes(agent_id)
         try:
             if embedding is None:
-                key = (tenant_id, user_id, agent_id, query, top_k)
+                key = (tenant_id, user_id, agent_id, search_terms(terms, TERM_CHARS), top_k)
                 found = self._recent.get(key)
-                if found is None:
-                    found = await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
-                    self._recent.put(key, found)
+                if found is not None and await self._all_live(tenant_id, user_id, found):
+                    return found
+                found = await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
+                self._recent.put(key, found)
                 return found
             return await self._search_hybrid(tenant_id, user_id, terms, cubes, top_k, embedding)
         finally:
             if embedding is not None and embedding[0] not in self._late:
                 embedding[0].cancel()
+
+    async def _all_live(self, tenant_id: str, user_id: str, found: Sequence[MemoryItem]) -> bool:
+        """Whether every memory of a kept answer is still live: one deleted or forgotten
+        through any process since is never served (point lookups on the primary key)."""
+        if not found:
+            return True
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            live = await sql.live_ids(conn, tenant_id, [item.id for item in found])
+        return len(live) == len({item.id for item in found})
 
     async def _postings(
         self, tenant_id: str, user_id: str, terms: Sequence[str]
