@@ -15,6 +15,7 @@ from bench import (
     longterm,
     longterm_llm,
     regex,
+    termbackfill,
 )
 from bench.loadpath import cpu, platform
 
@@ -31,6 +32,7 @@ BENCHMARKS = {
     "longterm-llm": longterm_llm.main,
     "platform": platform.main,
     "regex": regex.main,
+    "termbackfill": termbackfill.main,
 }
 
 

@@ -47,8 +47,8 @@ from memstream.text.terms import phrases, tokenize
 
 log = logging.getLogger(__name__)
 
-# A search scoring more postings, or fusing over more memories, than this ranks in a worker
-# thread so that the loop keeps serving other requests (about a millisecond of work: smaller
+# A hybrid search scoring more postings and vectors than this ranks in a worker thread so
+# that the loop keeps serving other requests (about a millisecond of work: smaller
 # ones stay inline, a thread hop would cost more than it saves).
 INLINE_WORK = 2_000
 
