@@ -103,6 +103,10 @@ def _fill_term_impacts(conn: Connection) -> None:
     of_memory = memories.c.id == terms.c.memory_id
     length = select(memories.c.term_count).where(of_memory).scalar_subquery()
     tf = terms.c.tf
+    # A plain read first (no locks): the update's scan would lock every posting it reads,
+    # holding off writers, on every migrate after the fill too.
+    if conn.execute(select(terms.c.tf).where(terms.c.impact.is_(None)).limit(1)).first() is None:
+        return
     conn.execute(
         update(terms)
         .where(terms.c.impact.is_(None))
