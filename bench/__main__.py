@@ -16,6 +16,7 @@ from bench import (
     longterm_llm,
     regex,
     tracing,
+    termbackfill,
 )
 from bench.loadpath import cpu, platform
 
@@ -33,6 +34,7 @@ BENCHMARKS = {
     "platform": platform.main,
     "regex": regex.main,
     "tracing": tracing.main,
+    "termbackfill": termbackfill.main,
 }
 
 

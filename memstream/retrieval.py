@@ -215,6 +215,14 @@ def length_norms(lengths: Mapping[str, int], *, k1: float = K1, b: float = B) ->
     return {doc: base + scale * length for doc, length in lengths.items()}
 
 
+def impact(tf: int, length: int) -> float:
+    """A term's BM25 impact on a document of ``length`` index terms where it occurs ``tf``
+    times, ``(k1 + 1) tf / (tf + norm)``: fixed once the document is written (the length is
+    normalised against ``REFERENCE_TERMS``), so it is stored with the posting and a search
+    scores ``sum(qtf * idf * impact) / ideal``, as ``relevance`` does."""
+    return (K1 + 1.0) * tf / (tf + K1 * (1.0 - B) + K1 * B / REFERENCE_TERMS * length)
+
+
 def relevance(
     tokens: Sequence[str],
     n_docs: int,

@@ -56,7 +56,7 @@ MEMORY_COLUMNS = (
     "occurred_at",
     "term_count",
 )
-TERM_COLUMNS = ("tenant_id", "user_id", "term", "field", "memory_id", "tf")
+TERM_COLUMNS = ("tenant_id", "user_id", "term", "field", "memory_id", "tf", "cube_id", "impact")
 
 
 def user_id(u: int) -> str:
@@ -99,13 +99,19 @@ def chunk_rows(tenant: str, first: int, last: int, start: datetime) -> Iterator[
             terms = document_terms(memory.content)
             row["term_count"] = terms.length
             line = "\t".join(_field(row[c]) for c in MEMORY_COLUMNS)
-            posted = postings.rows_of(tenant, row["user_id"], row["id"], terms)
+            posted = postings.rows_of(
+                tenant, row["user_id"], row["id"], terms, cube_id=row["cube_id"]
+            )
             posted.sort(key=lambda p: (p["term"], p["field"]))
             # The postings' values are the tokenizer's terms and the ids above: checked as one
             # string, written without the per-value formatting.
             prefix, suffix = f"{tenant}\t{row['user_id']}\t", f"\t{row['id']}\t"
-            text = "".join(f"{prefix}{p['term']}\t{p['field']}{suffix}{p['tf']}\n" for p in posted)
-            if "\\" in text or text.count("\t") != 5 * len(posted):
+            cube = row["cube_id"]
+            text = "".join(
+                f"{prefix}{p['term']}\t{p['field']}{suffix}{p['tf']}\t{cube}\t{p['impact']!r}\n"
+                for p in posted
+            )
+            if "\\" in text or text.count("\t") != 7 * len(posted):
                 raise ValueError(f"unloadable postings of {row['id']}")
             yield line, text
 

@@ -8,10 +8,11 @@ for a late event loop is off (``MEMSTREAM_API_LAG_SECONDS``=60): every answer is
 a full one. The load comes from vegeta when there is one (``bench.loadpath.open_loop.vegeta``),
 else from the benchmark's own client. Beside the server's CPU (user and system apart), the
 database's and Redis's per request, read off their processes (a server on this machine that
-listens on the settings' port). ``BENCH_CPU_TRACING``: ``off`` (default), ``on`` (the API
-exports its spans over OTLP/HTTP to a receiver in this process, as ``OTEL_*`` would set it up),
-or ``both``: ``BENCH_CPU_PAIRS`` (2) runs off and on in turn, with the difference per request.
-``python -m bench loadcpu``."""
+listens on the settings' port). ``BENCH_CPU_PATH=search`` measures ``POST /v1/memories/search``
+(top 10) instead of a full ``/v1/context``; ``BENCH_CPU_USERS`` draws the users from the first
+that many (loaded when missing) instead of the whole dataset. ``BENCH_CPU_TRACING``: ``off``
+(default), ``on`` (the API exports its spans over OTLP/HTTP to a receiver in this process), or
+``both``: ``BENCH_CPU_PAIRS`` (2) runs off and on in turn. ``python -m bench loadcpu``."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ import os
 import random
 import statistics
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench.loadpath import bulk
 from bench.loadpath.data import load_conversations, query_text
@@ -36,6 +39,8 @@ from memstream.settings import Settings
 
 RATE = float(os.environ.get("BENCH_CPU_RATE", "20"))
 SECONDS = int(os.environ.get("BENCH_CPU_SECONDS", "30"))
+PATH = os.environ.get("BENCH_CPU_PATH", "context")
+USERS = int(os.environ.get("BENCH_CPU_USERS", "0"))  # 0: every user loaded
 WARMUP_SECONDS = 5
 IDLE_SECONDS = 5
 TRACING = os.environ.get("BENCH_CPU_TRACING", "off")
@@ -45,8 +50,25 @@ PAIRS = int(os.environ.get("BENCH_CPU_PAIRS", "2"))
 async def main() -> None:
     url = bulk.bench_url(Settings().database_url)
     await bulk.prepare(url)
-    users = bulk.load(url, TENANT, 1, progress=False).users  # what is loaded, nothing added
-    print(f"loadcpu: random users of {users:,} in {bulk.DATABASE}, load average {loadavg()}")
+    if PATH not in ("context", "search"):
+        raise SystemExit(f"BENCH_CPU_PATH must be context or search, not {PATH!r}")
+    loaded = bulk.load(url, TENANT, max(1, USERS), progress=False).users  # adds only missing
+    users = min(loaded, USERS) if USERS else loaded
+    route = "/v1/context" if PATH == "context" else "/v1/memories/search"
+    print(
+        f"loadcpu: {route}, random users of {users:,} (of {loaded:,}) in {bulk.DATABASE},"
+        f" load average {loadavg()}"
+    )
+
+    queries = [query_text(random.Random(q)) for q in range(1_000)]
+
+    def requests(count: int, seed: int) -> list[dict[str, Any]]:
+        found = bodies(users, count, seed, queries)
+        if PATH == "search":
+            keep = ("tenant_id", "user_id", "agent_id", "query")
+            return [{**{k: b[k] for k in keep}, "top_k": 10} for b in found]
+        return found
+
     # The late-loop rule off: on a shared machine it would answer short-term only, a cheaper
     # request than the one measured here.
     settings = isolated_settings(log_level="WARNING", database_url=url, api_lag_seconds=60.0)
@@ -65,7 +87,7 @@ async def main() -> None:
             finally:
                 for name in environ:
                     del os.environ[name]
-            measured[traced].append(await measure(server, settings, users))
+            measured[traced].append(await measure(server, settings, requests, route))
             if traced:
                 print(f"    the receiver has {sink.spans:,} spans in {sink.requests:,} exports")
     if measured[False] and measured[True]:
@@ -78,20 +100,22 @@ async def main() -> None:
         )
 
 
-async def measure(server: Server, settings: Settings, users: int) -> float:
+async def measure(
+    server: Server,
+    settings: Settings,
+    requests: Callable[[int, int], list[dict[str, Any]]],
+    route: str,
+) -> float:
     """One API process measured; answers its CPU per answered request (ms)."""
     server.start()
     try:
         await configure_agents(server, TENANT)
-        queries = [query_text(random.Random(q)) for q in range(1_000)]
         gc.collect()
         gc.freeze()
         client = load_client(server)
         try:
-            await open_loop([client], [server], bodies(users, 200, 7, queries), 50, 4)
-            await open_loop(
-                [client], [server], bodies(users, 400, 8, queries), RATE, WARMUP_SECONDS
-            )
+            await open_loop([client], [server], requests(200, 7), 50, 4, path=route)
+            await open_loop([client], [server], requests(400, 8), RATE, WARMUP_SECONDS, path=route)
             # What the process spends with no request (its loop watch, flushers), per second.
             idle_from = server.cpu_seconds()
             await asyncio.sleep(IDLE_SECONDS)
@@ -100,12 +124,14 @@ async def measure(server: Server, settings: Settings, users: int) -> float:
                 "database": listening_pid(settings.database_url),
                 "Redis": listening_pid(str(settings.redis_url)),
             }
-            these = bodies(users, round(RATE * SECONDS), 9, queries)
+            these = requests(round(RATE * SECONDS), 9)
             before = {name: (pid, sum(process_times(pid))) for name, pid in peers.items() if pid}
             server_before = process_times(server.pid)
             spy = profiler(server, SECONDS, gil=True)
             generator = vegeta()
-            r = await open_loop([client], [server], these, RATE, SECONDS, generator=generator)
+            r = await open_loop(
+                [client], [server], these, RATE, SECONDS, generator=generator, path=route
+            )
             if spy is not None:
                 spy.wait()
             user, system = (

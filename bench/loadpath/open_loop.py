@@ -117,6 +117,7 @@ async def open_loop(
     seconds: int,
     *,
     generator: str | None = None,
+    path: str = "/v1/context",
 ) -> OpenLoop:
     """Send ``rate`` requests/s for ``seconds`` on a fixed schedule, whatever the answers do;
     each latency counts from the request's scheduled send time (queueing is not hidden).
@@ -127,16 +128,18 @@ async def open_loop(
     of a core at 200 requests/s where this process's client takes more than half of one, on
     the same cores as the servers. vegeta counts a latency from the moment its pacer
     released the request; it starts a new worker rather than hold one back, so that is the
-    scheduled time unless the generator itself is starved."""
+    scheduled time unless the generator itself is starved. ``path`` is the route posted to
+    (``/v1/context``, or ``/v1/memories/search``, whose answers hold only ``items``)."""
     count = round(rate * seconds)
     payloads = [orjson.dumps(bodies[i % len(bodies)]) for i in range(count)]
     histogram = await _histograms(clients)
     before = [Usage.now(server) for server in servers]
     r = OpenLoop(count, 0, [], Counter(), 0, Counter(), 0, 0.0, 0.0, [], {})
     if generator is None:
-        await _send_from_here(r, clients, payloads, rate)
+        await _send_from_here(r, clients, payloads, rate, path)
     else:
-        await _send_with_vegeta(r, generator, [s.base for s in servers], payloads, rate, seconds)
+        bases = [f"{s.base}{path}" for s in servers]
+        await _send_with_vegeta(r, generator, bases, payloads, rate, seconds)
     r.usage = [Usage.now(server).since(b) for server, b in zip(servers, before, strict=True)]
     r.inside = {le: n - histogram.get(le, 0.0) for le, n in (await _histograms(clients)).items()}
     r.cpu_ms = 1000 * sum(u.server_seconds for u in r.usage) / max(1, r.answered)
@@ -151,6 +154,9 @@ def _answered(r: OpenLoop, latency_ms: float, status: int, body: bytes) -> None:
         r.errors[f"HTTP {status}"] += 1
         return
     answer = orjson.loads(body)
+    if "items" in answer:  # a search's answer
+        r.with_items += bool(answer["items"])
+        return
     if answer["degraded"]:
         r.degraded += 1
         r.degraded_parts.update(answer["degraded"])
@@ -165,14 +171,18 @@ def _failed(r: OpenLoop, latency_ms: float, error: str) -> None:
 
 
 async def _send_from_here(
-    r: OpenLoop, clients: Sequence[httpx.AsyncClient], payloads: Sequence[bytes], rate: float
+    r: OpenLoop,
+    clients: Sequence[httpx.AsyncClient],
+    payloads: Sequence[bytes],
+    rate: float,
+    path: str = "/v1/context",
 ) -> None:
     loop = asyncio.get_running_loop()
 
     async def send(client: httpx.AsyncClient, payload: bytes, at: float) -> None:
         try:
             answer = await client.post(
-                "/v1/context", content=payload, headers={"content-type": "application/json"}
+                path, content=payload, headers={"content-type": "application/json"}
             )
         except httpx.HTTPError as exc:
             timeout = isinstance(exc, httpx.TimeoutException)
@@ -206,7 +216,7 @@ async def _send_with_vegeta(
             for i, payload in enumerate(payloads):
                 target = {
                     "method": "POST",
-                    "url": f"{bases[i % len(bases)]}/v1/context",
+                    "url": bases[i % len(bases)],
                     "body": base64.b64encode(payload).decode(),
                     "header": {"Content-Type": ["application/json"]},
                 }

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Column, Connection, Select, Table, event, inspect, text
+from sqlalchemy import Column, Connection, Select, Table, event, inspect, select, text, update
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateColumn
 
-from memstream.store.schema import metadata
+from memstream.retrieval import K1, REFERENCE_TERMS, B
+from memstream.store.schema import long_term_memory, memory_term, metadata
 
 SelectT = TypeVar("SelectT", bound=Select[Any])
 
@@ -89,9 +90,31 @@ async def migrate(url: str | URL) -> list[str]:
             await conn.run_sync(metadata.create_all, checkfirst=True)
             await conn.run_sync(_add_missing_columns)
             await conn.run_sync(_create_missing_indexes)
+            await conn.run_sync(_fill_term_impacts)
         return sorted(metadata.tables)
     finally:
         await engine.dispose()
+
+
+def _fill_term_impacts(conn: Connection) -> None:
+    """Postings written before they carried their memory's cube and their impact get both,
+    from the memory's row (``retrieval.impact`` in SQL), so a search scores them at once."""
+    terms, memories = memory_term, long_term_memory
+    of_memory = memories.c.id == terms.c.memory_id
+    length = select(memories.c.term_count).where(of_memory).scalar_subquery()
+    tf = terms.c.tf
+    # A plain read first (no locks): the update's scan would lock every posting it reads,
+    # holding off writers, on every migrate after the fill too.
+    if conn.execute(select(terms.c.tf).where(terms.c.impact.is_(None)).limit(1)).first() is None:
+        return
+    conn.execute(
+        update(terms)
+        .where(terms.c.impact.is_(None))
+        .values(
+            cube_id=select(memories.c.cube_id).where(of_memory).scalar_subquery(),
+            impact=(K1 + 1.0) * tf / (tf + K1 * (1.0 - B) + K1 * B / REFERENCE_TERMS * length),
+        )
+    )
 
 
 def _create_missing_indexes(conn: Connection) -> None:

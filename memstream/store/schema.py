@@ -11,6 +11,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Double,
     Float,
     Index,
     Integer,
@@ -210,6 +211,11 @@ memory_term = Table(
     Column("field", SmallInteger, primary_key=True, autoincrement=False),
     Column("memory_id", String(64), primary_key=True),
     Column("tf", Integer, nullable=False),
+    # What ranking needs, so that a search scores in one statement on this table alone: the
+    # memory's cube, and the term's BM25 impact on it (its length normalised against a fixed
+    # reference, so it never changes); NULL only until ``memstream migrate`` fills them in.
+    Column("cube_id", String(140), nullable=True),
+    Column("impact", Double, nullable=True),
     # Deleting one memory's postings.
     Index("ix_term_memory", "tenant_id", "memory_id"),
     **MYSQL_TABLE_ARGS,

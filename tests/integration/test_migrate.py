@@ -14,6 +14,7 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Integer,
     MetaData,
     SmallInteger,
     String,
@@ -150,5 +151,46 @@ async def test_migrate_adds_what_an_old_database_lacks(url: str) -> None:
         assert await TermBackfill(engine).run_until_done() == 1
         hits = await provider.search("t", "u1", None, "bees")
         assert {h.id for h in hits} == {"old-1", added.id}
+    finally:
+        await engine.dispose()
+
+
+# ``memory_term`` before its postings carried their memory's cube and their impact.
+before_impacts = MetaData()
+Table(
+    "memory_term",
+    before_impacts,
+    Column("tenant_id", String(128), primary_key=True),
+    Column("user_id", String(128), primary_key=True),
+    Column("term", String(64), primary_key=True),
+    Column("field", SmallInteger, primary_key=True, autoincrement=False),
+    Column("memory_id", String(64), primary_key=True),
+    Column("tf", Integer, nullable=False),
+)
+
+
+async def test_migrate_fills_in_the_impacts_of_postings_written_without_them(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(before_impacts.create_all)
+        await migrate(url)  # every other table as it is now
+        # A memory and its postings as the release before wrote them: no cube, no impact.
+        provider = MySQLProvider(engine)
+        [stored] = await provider.add(
+            [NewMemory("t", "old", None, USER_PROFILE, "text_mem", OLD_CONTENT)]
+        )
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE memory_term SET cube_id = NULL, impact = NULL"))
+        assert await provider.search("t", "old", None, "bees on the roof") == []
+
+        await migrate(url)
+        [now] = await provider.add(
+            [NewMemory("t", "new", None, USER_PROFILE, "text_mem", OLD_CONTENT)]
+        )
+        [old_hit] = await provider.search("t", "old", None, "bees on the roof")
+        [new_hit] = await provider.search("t", "new", None, "bees on the roof")
+        assert (old_hit.id, new_hit.id) == (stored.id, now.id)
+        assert old_hit.score == new_hit.score > 0
     finally:
         await engine.dispose()

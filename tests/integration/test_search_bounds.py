@@ -1,7 +1,8 @@
 """A search's work is bounded, on SQLite and the real MariaDB: a user whose many memories share
-one vocabulary still gets the right answer from a bounded read of the postings, and a search
-that ranks many postings (lexical) or memories (hybrid, with the local fake embeddings server)
-does so in a worker thread while the loop serves other requests."""
+one vocabulary still gets the right answer from a bounded read of the postings, a lexical
+search (scored in the database) reads only its pool's rows, and a hybrid search that ranks
+many memories (with the local fake embeddings server) does so in a worker thread while the
+loop serves other requests."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from memstream.memory import USER_PROFILE, MemoryItem, NewMemory
 from memstream.providers.builtin import MySQLProvider, postings
 from memstream.providers.builtin import provider as provider_module
 from memstream.providers.builtin.provider import INLINE_WORK
+from memstream.providers.builtin.ranking import pool_size
 from memstream.text.terms import phrases, tokenize
 from tests.support.databases import db
 from tests.support.embeddings import client, script, server
@@ -111,19 +113,22 @@ async def served_while_held(
     return await big
 
 
-async def test_the_loop_serves_a_small_search_while_a_big_one_ranks(
-    db: AsyncEngine, tenant: str, monkeypatch: pytest.MonkeyPatch
+async def test_a_lexical_search_reads_only_its_pool_whatever_its_terms_touch(
+    db: AsyncEngine, tenant: str
 ) -> None:
-    writer = MySQLProvider(db)
-    await writer.add(shared_vocabulary(tenant, "big", 200))
-    await writer.add(shared_vocabulary(tenant, "small", 3))
+    # Every memory holds every query term: the database scores them all and sends the pool.
+    await MySQLProvider(db).add(shared_vocabulary(tenant, "big", 400))
     query = f"{SHARED} marker5"
-    assert len(SHARED.split()) * 200 > INLINE_WORK  # the big search ranks off the loop
-
-    ranking, served = held_in_a_thread(monkeypatch, "lexical_pools")
-    searcher = MySQLProvider(db)
-    found = await served_while_held(searcher, tenant, query, ranking, served)
-    assert found[0].content.endswith(" marker5")
+    terms = tokenize(query)
+    async with db.connect() as conn:
+        found = await postings.ranked(
+            conn, tenant, "big", terms, [USER_PROFILE], pool=pool_size(10), floor=0.0
+        )
+    assert len(found) == pool_size(10) == 30
+    assert found[0].item.content.endswith(" marker5")
+    assert [r.relevance for r in found] == sorted((r.relevance for r in found), reverse=True)
+    answer = await MySQLProvider(db).search(tenant, "big", None, query)
+    assert answer[0].id == found[0].item.id and len(answer) <= 10
 
 
 async def test_a_hybrid_search_over_many_memories_ranks_off_the_loop(

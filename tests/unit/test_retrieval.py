@@ -10,7 +10,9 @@ from memstream.retrieval import (
     QUERY_TERMS,
     RELATIVITY,
     LexicalIndex,
+    _idf,
     document_terms,
+    impact,
     length_norms,
     mmr,
     query_terms,
@@ -324,3 +326,28 @@ def test_a_term_left_unread_weighs_in_the_ideal_and_leaves_other_scores_as_they_
     assert bounded["b"] == pytest.approx(full["b"])  # "b" lacks the unread term
     assert "c" not in bounded  # only the unread term matched it
     assert bounded["a"] < full["a"]
+
+
+def test_stored_impacts_score_as_relevance_does() -> None:
+    # What the database sums from the stored impacts (postings.ranked) is relevance's score.
+    docs = {
+        "a": "the user plays the cello in a quartet",
+        "b": "cello lessons on sundays with the quartet leader and her sister",
+        "c": "the user likes tea",
+    }
+    terms = {doc: document_terms(text) for doc, text in docs.items()}
+    words: dict[str, dict[str, int]] = {}
+    for doc, found in terms.items():
+        for term, tf in found.words.items():
+            words.setdefault(term, {})[doc] = tf
+    query = tokenize("cello quartet the cello")
+    lengths = {doc: found.length for doc, found in terms.items()}
+    expected = relevance(query, len(docs), words, {}, length_norms(lengths), phrase_weight=0.0)
+    ideal = sum(_idf(len(docs), len(words.get(t, {}))) for t in query)
+    for doc, found in terms.items():
+        raw = sum(
+            _idf(len(docs), len(words[t])) * impact(found.words[t], found.length)
+            for t in query
+            if t in found.words
+        )
+        assert raw / ideal == pytest.approx(expected.get(doc, 0.0), rel=1e-12)

@@ -215,42 +215,93 @@ def _update(
     entry.checked_at = time.monotonic()
 
 
-SearchKey = tuple[str, str, str | None, str, int]  # tenant, user, agent, query, top_k
+# tenant, user, agent, the query's cut terms (``search_terms``), top_k
+SearchKey = tuple[str, str, str | None, tuple[str, ...], int]
+
+# What an entry costs beyond its text: the key's tuple and the entry, and each item's object
+# and fields (tracemalloc: 5.8 KB for an answer of 10 items of 95 characters and a key of 7
+# terms, which these count as 6.5 KB).
+ENTRY_BYTES = 400
+ITEM_BYTES = 500
+
+
+def search_terms(terms: Sequence[str], longest: int) -> tuple[str, ...]:
+    """The part of a query's cut terms that decides its answer: a term longer than ``longest``
+    (the stored terms' limit) matches nothing and only counts, so any stands for it."""
+    return tuple(term if len(term) <= longest else "" for term in terms)
+
+
+def _text(value: str) -> int:
+    # CPython keeps a string in 1, 2 or 4 bytes a character: count the widest unless ASCII.
+    return len(value) if value.isascii() else 4 * len(value)
+
+
+def _cost(key: SearchKey, found: Sequence[MemoryItem]) -> int:
+    text = sum(map(_text, key[3])) + _text(key[0]) + _text(key[1]) + _text(key[2] or "")
+    return ENTRY_BYTES + text + sum(ITEM_BYTES + _text(item.content) for item in found)
 
 
 class RecentSearches:
     """The answers of this process's latest lexical searches, reused for ``fresh_seconds``
-    (``MEMSTREAM_LONG_TERM_FRESH_SECONDS``: what another process writes or deletes may take
-    that long to be seen here; this process's own writes drop its users' answers at once).
-    A bounded LRU; with ``fresh_seconds`` 0 nothing is kept."""
+    (``MEMSTREAM_LONG_TERM_FRESH_SECONDS``: what another process writes may take that long to
+    be seen here; this process's own writes drop its users' answers at once, and a caller
+    checks that an answer's memories are still live before serving it). A LRU bounded by
+    the bytes its keys and answers hold (``max_bytes``); with ``fresh_seconds`` 0 nothing is
+    kept."""
 
-    def __init__(self, fresh_seconds: float, size: int = 4096) -> None:
+    def __init__(self, fresh_seconds: float, max_bytes: int = 16 * 2**20) -> None:
         self._fresh = fresh_seconds
-        self._size = size
-        self._entries: OrderedDict[SearchKey, tuple[float, list[MemoryItem]]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.bytes = 0  # what the entries hold, estimated (``_cost``)
+        self._entries: OrderedDict[SearchKey, tuple[float, list[MemoryItem], int]] = OrderedDict()
+        self._of_user: dict[UserKey, set[SearchKey]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def get(self, key: SearchKey) -> list[MemoryItem] | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
         if time.monotonic() - entry[0] >= self._fresh:
-            del self._entries[key]
+            self._remove(key)
             return None
         self._entries.move_to_end(key)
         return list(entry[1])
 
     def put(self, key: SearchKey, found: list[MemoryItem]) -> None:
-        if self._fresh <= 0:
+        cost = _cost(key, found)
+        if self._fresh <= 0 or cost > self.max_bytes:
             return
-        self._entries[key] = (time.monotonic(), list(found))
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._size:
-            self._entries.popitem(last=False)
+        self._remove(key)
+        self._entries[key] = (time.monotonic(), list(found), cost)
+        self._of_user.setdefault((key[0], key[1]), set()).add(key)
+        self.bytes += cost
+        while self.bytes > self.max_bytes:
+            self._remove(next(iter(self._entries)))
+
+    def _remove(self, key: SearchKey) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        self.bytes -= entry[2]
+        keys = self._of_user[(key[0], key[1])]
+        keys.discard(key)
+        if not keys:
+            del self._of_user[(key[0], key[1])]
 
     def drop(self, tenant_id: str, user_id: str | None = None) -> None:
         """Forget the answers for these users (all of the tenant's)."""
-        for key in [k for k in self._entries if k[0] == tenant_id and user_id in (None, k[1])]:
-            del self._entries[key]
+        users = (
+            [(tenant_id, user_id)]
+            if user_id is not None
+            else [user for user in self._of_user if user[0] == tenant_id]
+        )
+        for user in users:
+            for key in list(self._of_user.get(user, ())):
+                self._remove(key)
 
     def clear(self) -> None:
         self._entries.clear()
+        self._of_user.clear()
+        self.bytes = 0

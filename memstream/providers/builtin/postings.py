@@ -8,8 +8,10 @@ memory deleted through any process is never scored again."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from prometheus_client import Counter as Metric
@@ -18,22 +20,33 @@ from sqlalchemy import (
     ScalarSelect,
     Select,
     String,
+    and_,
     bindparam,
     case,
     cast,
     delete,
     func,
+    literal,
     select,
     update,
 )
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from memstream.retrieval import DocumentTerms, document_terms
+from memstream.memory import MemoryItem
+from memstream.providers.builtin import sql
+from memstream.retrieval import (
+    BACKGROUND_DOCS,
+    PHRASE_WEIGHT,
+    DocumentTerms,
+    document_terms,
+    impact,
+)
 from memstream.store.database import force_index
 from memstream.store.schema import TERM_CHARS
 from memstream.store.schema import long_term_memory as t
 from memstream.store.schema import memory_term as p
+from memstream.text.terms import phrases
 
 WORD, PHRASE = 0, 1
 
@@ -48,10 +61,11 @@ INDEXED = Metric(
 
 
 def rows_of(
-    tenant_id: str, user_id: str, memory_id: str, terms: DocumentTerms
+    tenant_id: str, user_id: str, memory_id: str, terms: DocumentTerms, *, cube_id: str
 ) -> list[dict[str, Any]]:
-    """The ``memory_term`` rows of one memory (terms too long for the column are left out:
-    no query can match them either, ``read`` skips them too)."""
+    """The ``memory_term`` rows of one memory of cube ``cube_id``, each with its term's impact
+    (terms too long for the column are left out: no query can match them either, ``read``
+    skips them too)."""
     out: list[dict[str, Any]] = []
     for field_, counts in ((WORD, terms.words), (PHRASE, terms.pairs)):
         for term, tf in counts.items():
@@ -64,6 +78,8 @@ def rows_of(
                         "field": field_,
                         "memory_id": memory_id,
                         "tf": tf,
+                        "cube_id": cube_id,
+                        "impact": impact(tf, terms.length),
                     }
                 )
     return out
@@ -74,7 +90,9 @@ def _insert_ignore(dialect: str) -> Insert:
     if dialect == "sqlite":
         return sqlite.insert(p).on_conflict_do_nothing()
     stmt = mysql.insert(p)
-    return stmt.on_duplicate_key_update(tf=stmt.inserted.tf)
+    return stmt.on_duplicate_key_update(
+        tf=stmt.inserted.tf, cube_id=stmt.inserted.cube_id, impact=stmt.inserted.impact
+    )
 
 
 async def write(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
@@ -260,6 +278,150 @@ async def _read_rows(
     return out
 
 
+# --- scoring in the database ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A live memory of a search's pool: the memory and its relevance (``bm25 / ideal``)."""
+
+    item: MemoryItem
+    relevance: float
+
+
+def _qtf(term: Any, levels: int) -> Any:
+    """A term's count in the query: 1, plus 1 for each list ``repeat2``..``repeat<levels>``
+    holding it (the terms the query repeats at least that often)."""
+    count: Any = literal(1)
+    for level in range(2, levels + 1):
+        repeated = term.in_(bindparam(f"repeat{level}", expanding=True))
+        count = count + case((repeated, 1), else_=0)
+    return count
+
+
+@cache
+def _ranking(levels: int) -> Select[Any]:
+    """The one statement of a lexical search: the postings of the query's terms of one user
+    (the primary key's prefix, no join) read once, their document frequency, the idf over the
+    user's live count, the budget applied rarest terms first, each memory scored from the
+    stored impacts, thresholded and cut to the pool of each readable cube; then only the
+    pool's live rows, with their columns. Each step reads the one before it once (a derived
+    table read twice is computed twice). Built once per count of repeat lists (a query
+    repeating a term is rare): the engine caches its compiled form."""
+    term_key = (p.c.term, p.c.field)
+    hits = force_index(
+        select(
+            p.c.term,
+            p.c.field,
+            p.c.memory_id,
+            p.c.cube_id,
+            p.c.impact,
+            func.count().over(partition_by=term_key).label("df"),
+            func.row_number().over(partition_by=term_key, order_by=p.c.memory_id).label("nth"),
+        ).where(
+            p.c.tenant_id == bindparam("tenant_id"),
+            p.c.user_id == bindparam("user_id"),
+            p.c.term.in_(bindparam("terms", expanding=True)),
+        ),
+        p,
+        "PRIMARY",
+    ).subquery("hits")
+    n_docs = _live_count()
+    # As retrieval._idf: the Lucene form over the live memories plus the background ones.
+    idf = func.ln(1.0 + (n_docs + (BACKGROUND_DOCS + 0.5) - hits.c.df) / (hits.c.df + 0.5))
+    qtf = _qtf(hits.c.term, levels)
+    word, first = hits.c.field == WORD, hits.c.nth == 1
+    # Every posting of a term through the last of its peers, rarest terms first: how many
+    # postings scoring this term takes (``RANGE`` counts the peers of the current row).
+    upto = func.count().over(order_by=(hits.c.df, hits.c.term, hits.c.field))
+    weighed = select(
+        hits.c.memory_id,
+        hits.c.cube_id,
+        hits.c.field,
+        (hits.c.impact * idf * qtf * case((word, 1.0), else_=PHRASE_WEIGHT)).label("part"),
+        # The ideal score: each of the query's words once, read or not (pairs add nothing).
+        func.sum(case((and_(word, first), idf * qtf), else_=0.0)).over().label("ideal"),
+        func.sum(case((and_(word, first), qtf), else_=0)).over().label("words"),
+        upto.label("upto"),
+    ).subquery("weighed")
+    # The query's words no memory holds weigh in the ideal with a document frequency of 0.
+    unseen: Any = bindparam("word_count") - func.max(weighed.c.words)
+    idf_unseen = func.ln(1.0 + (n_docs + (BACKGROUND_DOCS + 0.5)) / 0.5)
+    relevance = func.sum(weighed.c.part) / (func.max(weighed.c.ideal) + unseen * idf_unseen)
+    scored = (
+        select(weighed.c.memory_id, weighed.c.cube_id, relevance.label("relevance"))
+        .where(
+            weighed.c.upto <= bindparam("budget"),
+            weighed.c.cube_id.in_(bindparam("cubes", expanding=True)),
+        )
+        .group_by(weighed.c.memory_id, weighed.c.cube_id)
+        # A word pair adds to a memory a word of the query matched, never on its own.
+        .having(func.min(weighed.c.field) == WORD)
+        .subquery("scored")
+    )
+    place = func.row_number().over(
+        partition_by=scored.c.cube_id,
+        order_by=(scored.c.relevance.desc(), scored.c.memory_id.desc()),
+    )
+    ranked = (
+        select(scored.c.memory_id, scored.c.relevance, place.label("place"))
+        .where(scored.c.relevance >= bindparam("floor"), scored.c.relevance > 0.0)
+        .subquery("ranked")
+    )
+    return force_index(
+        select(*sql.COLUMNS, ranked.c.relevance)
+        .select_from(ranked.join(t, t.c.id == ranked.c.memory_id))
+        .where(
+            ranked.c.place <= bindparam("pool"),
+            t.c.tenant_id == bindparam("tenant_id"),
+            t.c.deleted_at.is_(None),
+        ),
+        t,
+        "PRIMARY",
+    )
+
+
+async def ranked(
+    conn: AsyncConnection,
+    tenant_id: str,
+    user_id: str,
+    terms: Sequence[str],
+    cubes: Sequence[str],
+    *,
+    pool: int,
+    floor: float,
+    budget: int = POSTINGS_BUDGET,
+) -> list[Ranked]:
+    """The pool of a lexical search, scored in the database in one statement: in each of
+    ``cubes`` the ``pool`` live memories of the user most relevant to the query's ``terms``
+    (``retrieval.relevance`` over the stored impacts, the same scores), those reaching
+    ``floor`` only, best first by cube; at most ``budget`` postings scored, the rarest
+    terms first (a term past it weighs in the ideal only)."""
+    counts = Counter(terms)
+    counts.update(phrases(terms))
+    wanted = sorted(term for term in counts if len(term) <= TERM_CHARS)
+    if not any(" " not in term for term in wanted) or not cubes or pool <= 0:
+        return []  # no word can match: pairs only add to a word's match
+    levels = max(counts[term] for term in wanted)
+    params: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "user_id": user_id,
+        "terms": wanted,
+        "word_count": len(terms),
+        "budget": budget,
+        "cubes": list(cubes),
+        "floor": floor,
+        "pool": pool,
+    }
+    for level in range(2, levels + 1):
+        params[f"repeat{level}"] = [term for term in wanted if counts[term] >= level]
+    rows = (await conn.execute(_ranking(levels), params)).all()
+    found = [Ranked(sql.item_of(row), float(row.relevance)) for row in rows]
+    # As ``ranking.lexical_pools`` orders them: by (relevance, id), the greater first.
+    found.sort(key=lambda r: (r.relevance, r.item.id), reverse=True)
+    return found
+
+
 class TermBackfill:
     """Writes the postings of live memories that have none (``term_count`` NULL): rows
     imported by SQL, and rows written before the postings existed, after ``memstream migrate``."""
@@ -272,9 +434,11 @@ class TermBackfill:
         self.tenant_id = tenant_id  # only this tenant's memories (an import, a benchmark)
 
     async def tick(self) -> int:
-        """Index the next ``per_tick`` memories lacking postings; answers how many."""
+        """Index the next ``per_tick`` memories lacking postings; answers how many. A few
+        statements a tick, not two a memory: the postings in multi-row inserts, the lengths
+        in one update."""
         query = (
-            select(t.c.id, t.c.tenant_id, t.c.user_id, t.c.content)
+            select(t.c.id, t.c.tenant_id, t.c.user_id, t.c.cube_id, t.c.content)
             .where(t.c.term_count.is_(None), t.c.deleted_at.is_(None))
             .limit(self.per_tick)
         )
@@ -284,14 +448,20 @@ class TermBackfill:
             pending = (await conn.execute(query)).all()
         if not pending:
             return 0
+        lengths: dict[str, int] = {}
+        posted: list[dict[str, Any]] = []
+        for row in pending:
+            terms = document_terms(row.content)
+            lengths[row.id] = terms.length
+            posted += rows_of(row.tenant_id, row.user_id, row.id, terms, cube_id=row.cube_id)
         async with self._engine.begin() as conn:
-            for row in pending:
-                terms = document_terms(row.content)
-                await write(conn, rows_of(row.tenant_id, row.user_id, row.id, terms))
+            await write(conn, posted)
+            # A row deleted or indexed meanwhile keeps what it has.
+            for ids in sql.chunks(sorted(lengths)):
                 await conn.execute(
                     update(t)
-                    .where(t.c.id == row.id, t.c.term_count.is_(None))
-                    .values(term_count=terms.length)
+                    .where(t.c.id.in_(ids), t.c.term_count.is_(None))
+                    .values(term_count=case({i: lengths[i] for i in ids}, value=t.c.id))
                 )
         INDEXED.inc(len(pending))
         return len(pending)

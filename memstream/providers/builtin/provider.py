@@ -24,10 +24,9 @@ from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT
 from memstream.memory import MemoryItem, NewMemory, readable_cubes
 from memstream.providers import degraded
 from memstream.providers.builtin import postings, ranking, sql
-from memstream.providers.builtin.index_cache import RecentSearches
+from memstream.providers.builtin.index_cache import RecentSearches, search_terms
 from memstream.providers.builtin.ranking import (
     hybrid_candidates,
-    lexical_pools,
     pick_hybrid,
     pick_lexical,
 )
@@ -43,12 +42,13 @@ from memstream.retrieval import (
     relevance,
 )
 from memstream.store.reads import Reads
+from memstream.store.schema import TERM_CHARS
 from memstream.text.terms import phrases, tokenize
 
 log = logging.getLogger(__name__)
 
-# A search scoring more postings, or fusing over more memories, than this ranks in a worker
-# thread so that the loop keeps serving other requests (about a millisecond of work: smaller
+# A hybrid search scoring more postings and vectors than this ranks in a worker thread so
+# that the loop keeps serving other requests (about a millisecond of work: smaller
 # ones stay inline, a thread hop would cost more than it saves).
 INLINE_WORK = 2_000
 
@@ -144,7 +144,7 @@ class MySQLProvider:
                 for item in stored.values()
                 if item.id in terms
                 for posting in postings.rows_of(
-                    item.tenant_id, item.user_id, item.id, terms[item.id]
+                    item.tenant_id, item.user_id, item.id, terms[item.id], cube_id=item.cube_id
                 )
             ]
             await postings.write(conn, posted)
@@ -230,16 +230,26 @@ class MySQLProvider:
         cubes = readable_cubes(agent_id)
         try:
             if embedding is None:
-                key = (tenant_id, user_id, agent_id, query, top_k)
+                key = (tenant_id, user_id, agent_id, search_terms(terms, TERM_CHARS), top_k)
                 found = self._recent.get(key)
-                if found is None:
-                    found = await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
-                    self._recent.put(key, found)
+                if found is not None and await self._all_live(tenant_id, user_id, found):
+                    return found
+                found = await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
+                self._recent.put(key, found)
                 return found
             return await self._search_hybrid(tenant_id, user_id, terms, cubes, top_k, embedding)
         finally:
             if embedding is not None and embedding[0] not in self._late:
                 embedding[0].cancel()
+
+    async def _all_live(self, tenant_id: str, user_id: str, found: Sequence[MemoryItem]) -> bool:
+        """Whether every memory of a kept answer is still live: one deleted or forgotten
+        through any process since is never served (point lookups on the primary key)."""
+        if not found:
+            return True
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            live = await sql.live_ids(conn, tenant_id, [item.id for item in found])
+        return len(live) == len({item.id for item in found})
 
     async def _postings(
         self, tenant_id: str, user_id: str, terms: Sequence[str]
@@ -260,26 +270,26 @@ class MySQLProvider:
     async def _search_lexical(
         self, tenant_id: str, user_id: str, terms: Sequence[str], cubes: Sequence[str], top_k: int
     ) -> list[MemoryItem]:
-        """BM25 over the stored postings of the query's terms: no per-user warm-up, and only
-        live memories are ever scored (docs/design/builtin-store.md)."""
+        """BM25 over the stored postings of the query's terms, scored in the database in one
+        statement that answers only each cube's pool of live memories: no per-user warm-up,
+        and the work here bounded by what is returned (docs/design/builtin-store.md)."""
         if not terms:
             return []
-        # One connection for both statements: a checkout costs a rollback round trip on return.
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            found = await self._read_postings(conn, tenant_id, user_id, terms)
-            if not found.count and not found.unread:
-                return []
-
-            def rank() -> dict[str, list[tuple[float, str]]]:
-                scores = _relevance(terms, found)
-                return lexical_pools(scores, found.cubes.__getitem__, cubes, top_k, self.relativity)
-
-            # ``found`` belongs to this call alone: a thread can score it while the loop runs.
-            pools = await asyncio.to_thread(rank) if found.count > INLINE_WORK else rank()
-            ids = sorted({doc_id for pool in pools.values() for _, doc_id in pool})
-            if not ids:
-                return []
-            items = {item.id: item for item in await sql.live_items(conn, tenant_id, ids)}
+            found = await postings.ranked(
+                conn,
+                tenant_id,
+                user_id,
+                terms,
+                cubes,
+                pool=ranking.pool_size(top_k),
+                floor=self.relativity * self.relativity,
+                budget=self.postings_budget,
+            )
+        pools: dict[str, list[tuple[float, str]]] = {cube: [] for cube in cubes}
+        for hit in found:
+            pools[hit.item.cube_id].append((hit.relevance, hit.item.id))
+        items = {hit.item.id: hit.item for hit in found}
 
         def token_set(doc_id: str) -> frozenset[str]:
             return frozenset(tokenize(items[doc_id].content))

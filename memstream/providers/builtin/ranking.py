@@ -28,8 +28,9 @@ class HybridOptions(Protocol):
     rrf_k: int
 
 
-def _pool_size(top_k: int) -> int:
-    return max(3 * top_k, 30)  # MMR looks at the best candidates only
+def pool_size(top_k: int) -> int:
+    """The candidates of each cube MMR picks among: the best ones only."""
+    return max(3 * top_k, 30)
 
 
 def lexical_pools(
@@ -50,7 +51,7 @@ def lexical_pools(
             bucket = by_cube.get(cube_of(doc_id))
             if bucket is not None:
                 bucket.append((value, doc_id))
-    size = _pool_size(top_k)
+    size = pool_size(top_k)
     return {cube: heapq.nlargest(size, found) for cube, found in by_cube.items()}
 
 
@@ -103,7 +104,7 @@ def hybrid_candidates(
     """What a hybrid search reads the rows of: ``relevance`` of live memories by id (their
     cubes by ``cube_of``), and the cosines of the user's vectors (row ``i`` is memory
     ``ids[i]`` of cube ``vector_cubes[i]``)."""
-    size = _pool_size(top_k)
+    size = pool_size(top_k)
     lexical: dict[str, list[tuple[float, str]]] = {c: [] for c in cubes}
     for doc_id, value in relevance.items():
         if value > 0.0:
@@ -128,7 +129,7 @@ def pick_hybrid(
 ) -> list[MemoryItem]:
     """Lexical and vector rankings of each readable cube fused over the candidates still
     live (those in ``items``; memstream.embeddings.fusion), then MMR on the fused scores."""
-    size = _pool_size(top_k)
+    size = pool_size(top_k)
     picked: list[tuple[float, float, str]] = []
     for cube in cubes:
         ranked = [

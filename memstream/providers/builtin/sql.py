@@ -244,6 +244,23 @@ async def live_items(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) 
     return found
 
 
+_LIVE_IDS = force_index(
+    select(t.c.id).where(
+        t.c.tenant_id == bindparam("tenant_id"),
+        t.c.id.in_(bindparam("ids", expanding=True)),
+        t.c.deleted_at.is_(None),
+    ),
+    t,
+    "PRIMARY",
+)
+
+
+async def live_ids(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) -> set[str]:
+    """Which of ``ids`` (at most a chunk) are live memories of ``tenant_id``."""
+    params = {"tenant_id": tenant_id, "ids": list(ids)}
+    return {row.id for row in (await conn.execute(_LIVE_IDS, params)).all()}
+
+
 async def fingerprint(
     conn: AsyncConnection, tenant_id: str, user_id: str, model: str | None
 ) -> Fingerprint:
