@@ -1,0 +1,218 @@
+"""``memstream api`` against one tenant's slow clients and heavy traffic: the other tenants are
+served as if alone, and slow or oversized requests cost the process little and not for long.
+
+Each test starts its own process with two tenants' keys and attacks it from raw sockets, as a
+client that does not follow the protocol's spirit would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memstream.launch import Launched, api_url
+from memstream.settings import Settings
+from tests.support import REPO
+from tests.support.processes import start_memstream, worker_metric
+from tests.support.settings import free_port, isolated_settings, unique
+
+pytestmark = pytest.mark.integration
+
+DEADLINE = 2.0  # the header and body deadlines the processes here run with
+MARGIN = 2.0  # on a busy shared machine, what a deadline's close may take beyond it
+STALLED_BODIES = 80  # more than the process's 64 slots
+DRIBBLED_HEADS = 10
+QUIET_REQUESTS = 30
+HANG = 20.0
+
+
+@contextmanager
+def two_tenants(
+    per_tenant: Callable[[dict[str, str]], dict[str, Any]] | None = None, **overrides: Any
+) -> Iterator[tuple[Launched, Settings, dict[str, str]]]:
+    """``memstream api`` with a key for a loud and for a quiet tenant; their ids by role.
+    ``per_tenant`` gives settings that name the tenants."""
+    tenants = {"loud": unique("loud"), "quiet": unique("quiet")}
+    keys = ",".join(f"key-{role}:{tenant}" for role, tenant in tenants.items())
+    if per_tenant is not None:
+        overrides.update(per_tenant(tenants))
+    settings = isolated_settings(
+        api_port=free_port(), log_level="WARNING", api_keys=keys, **overrides
+    )
+    with tempfile.TemporaryDirectory(prefix="memstream-api-") as logs:
+        launched = start_memstream("api", settings, log_path=Path(logs) / "api.log", cwd=REPO)
+        try:
+            yield launched, settings, tenants
+        finally:
+            launched.stop(timeout=10)
+
+
+def context_body(tenant: str, n: int) -> dict[str, Any]:
+    return {
+        "tenant_id": tenant,
+        "user_id": f"u{n}",
+        "agent_id": None,
+        "conversation_id": f"c{n}",
+        "query": "when does the train to Vienna leave?",
+    }
+
+
+def stalled_body(port: int, key: str) -> socket.socket:
+    """A ``POST /v1/context`` whose head is sent whole and whose body stops after one byte."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=HANG)
+    sock.sendall(
+        f"POST /v1/context HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{".encode()
+    )
+    return sock
+
+
+def dribbled_head(port: int) -> socket.socket:
+    """A connection that has sent the start of a request line, more to come a byte at a time."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=HANG)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+    return sock
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server has closed the connection (after an answer or none), without
+    blocking: what it sent before closing is read and dropped."""
+    sock.setblocking(False)
+    try:
+        while True:
+            got = sock.recv(65536)
+            if not got:
+                return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+def peak_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+async def test_stalled_bodies_and_dribbled_heads_leave_another_tenant_served_and_are_cut_off(
+    services: Settings,
+) -> None:
+    deadlines = {"api_header_seconds": DEADLINE, "api_body_seconds": DEADLINE}
+    with two_tenants(**deadlines) as (_, settings, tenants), ExitStack() as sockets:
+        url, port = api_url(settings), settings.api_port
+        stalled = [
+            sockets.enter_context(stalled_body(port, "key-loud")) for _ in range(STALLED_BODIES)
+        ]
+        dribbled = [sockets.enter_context(dribbled_head(port)) for _ in range(DRIBBLED_HEADS)]
+        opened = time.monotonic()
+        quiet = {"authorization": "Bearer key-quiet"}
+        async with httpx.AsyncClient(base_url=url, timeout=HANG, headers=quiet) as client:
+            answers = []
+            for n in range(QUIET_REQUESTS):
+                for sock in dribbled:  # one more byte each, never the end of the head
+                    sock.sendall(b"x")
+                answers.append(
+                    await client.post("/v1/context", json=context_body(tenants["quiet"], n))
+                )
+        assert [r.status_code for r in answers] == [200] * QUIET_REQUESTS, [
+            r.text for r in answers if r.status_code != 200
+        ][:3]
+        # Every slow connection is cut off within its deadline, the dribbling ones too.
+        open_ones = stalled + dribbled
+        while open_ones and time.monotonic() - opened < DEADLINE + MARGIN:
+            for sock in dribbled:
+                if sock in open_ones:
+                    with suppress(OSError):
+                        sock.sendall(b"x")
+            open_ones = [s for s in open_ones if not closed_by_server(s)]
+            await asyncio.sleep(0.2)
+        assert not open_ones, f"{len(open_ones)} slow connections still open"
+        cut = await worker_metric(port, "memstream_api_connections_cut_total")
+        assert cut >= STALLED_BODIES + DRIBBLED_HEADS
+
+
+def head_of(port: int, header: bytes) -> tuple[bytes, float]:
+    """``GET /healthz`` with ``header`` in its head; the answer's status line and the seconds
+    the head took to send or be cut off."""
+    begun = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG) as sock:
+        # The server may answer and close before the head is all sent.
+        with suppress(OSError):
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + header + b"\r\n\r\n")
+        answer = b""
+        try:
+            while got := sock.recv(65536):
+                answer += got
+                if b"\r\n" in answer:
+                    break
+        except OSError:
+            pass
+    return answer.split(b"\r\n", 1)[0], time.monotonic() - begun
+
+
+def test_a_head_of_64_mib_gets_431_and_costs_the_process_far_less(services: Settings) -> None:
+    with two_tenants() as (launched, settings, _):
+        before = peak_rss(launched.pid)
+        status, _ = head_of(settings.api_port, b"X-Big: " + b"a" * (64 * 1024 * 1024))
+        grown = peak_rss(launched.pid) - before
+        assert status == b"HTTP/1.1 431 Request Header Fields Too Large", status
+        assert grown < 8 * 1024 * 1024, f"the process grew by {grown / 2**20:.1f} MiB"
+        many, _ = head_of(settings.api_port, b"\r\n".join(b"X-%d: 1" % n for n in range(500)))
+        assert many == b"HTTP/1.1 431 Request Header Fields Too Large", many
+        assert httpx.get(f"{api_url(settings)}/healthz", timeout=HANG).status_code == 200
+        assert launched.alive()
+
+
+async def test_a_tenant_over_its_rate_gets_429_while_the_quiet_tenant_is_served(
+    services: Settings,
+) -> None:
+    rate = 5
+
+    def loud_rate(tenants: dict[str, str]) -> dict[str, Any]:
+        return {"api_tenant_rate_overrides": f"{tenants['loud']}={rate}"}
+
+    # Every other tenant may send far more: only the override holds the loud one back.
+    with two_tenants(loud_rate, api_tenant_rate=1000) as (_, settings, tenants):
+        async with httpx.AsyncClient(base_url=api_url(settings), timeout=HANG) as client:
+            loud = {"authorization": "Bearer key-loud"}
+            quiet = {"authorization": "Bearer key-quiet"}
+            burst = await asyncio.gather(
+                *(
+                    client.post("/v1/context", json=context_body(tenants["loud"], n), headers=loud)
+                    for n in range(4 * rate)
+                )
+            )
+            calm = [
+                await client.post(
+                    "/v1/context", json=context_body(tenants["quiet"], n), headers=quiet
+                )
+                for n in range(10)
+            ]
+        refused = [r for r in burst if r.status_code == 429]
+        assert {r.status_code for r in burst} == {200, 429}, [r.text for r in burst][:3]
+        # A second's worth of its rate as burst, and what the rate adds while the burst lasts.
+        assert len(refused) >= 2 * rate
+        for response in refused:
+            assert int(response.headers["retry-after"]) >= 1
+            assert response.json()["error"]["code"] == "too_many_requests"
+        assert [r.status_code for r in calm] == [200] * 10
+        counted = await worker_metric(
+            settings.api_port,
+            "memstream_api_tenant_requests_total",
+            tenant=tenants["loud"],
+            outcome="rate",
+        )
+        assert counted == len(refused)
