@@ -11,16 +11,20 @@ import asyncio
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import make_url, text
 
 from memstream.launch import Launched, api_url
 from memstream.settings import Settings
+from memstream.store.database import create_engine, migrate
+from memstream.store.schema import metadata
 from tests.support import REPO
 from tests.support.processes import start_memstream, worker_metric
 from tests.support.settings import free_port, isolated_settings, unique
@@ -216,3 +220,63 @@ async def test_a_tenant_over_its_rate_gets_429_while_the_quiet_tenant_is_served(
             outcome="rate",
         )
         assert counted == len(refused)
+
+
+@asynccontextmanager
+async def own_database(services: Settings) -> AsyncIterator[str]:
+    """A database of this test's own on the shared server, migrated; its URL."""
+    name = f"memstream_admission_{uuid.uuid4().hex[:10]}"
+    url = make_url(services.database_url)
+    server = create_engine(url.set(database=""), pool_size=1)
+    async with server.begin() as conn:
+        await conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    own = url.set(database=name).render_as_string(hide_password=False)
+    try:
+        await migrate(own)
+        yield own
+    finally:
+        async with server.begin() as conn:
+            await conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        await server.dispose()
+
+
+async def test_a_search_the_database_keeps_waiting_is_refused_within_its_limit(
+    services: Settings,
+) -> None:
+    limit = 0.8  # the long-term limit, the default
+    async with own_database(services) as url:
+        with two_tenants(database_url=url, long_term_timeout_seconds=limit) as (_, settings, t):
+            body = {
+                "tenant_id": t["quiet"],
+                "user_id": "u1",
+                "agent_id": "a1",
+                "query": "the night train to Vienna",
+                "top_k": 5,
+            }
+            quiet = {"authorization": "Bearer key-quiet"}
+            async with httpx.AsyncClient(
+                base_url=api_url(settings), timeout=HANG, headers=quiet
+            ) as client:
+                first = await client.post("/v1/memories/search", json=body)
+                assert first.status_code == 200, first.text
+                engine = create_engine(url, pool_size=1)
+                try:
+                    async with engine.connect() as lock:
+                        # Every table locked: the search waits on the database, as on a pool
+                        # whose connections are all taken.
+                        tables = ", ".join(f"`{name}` WRITE" for name in metadata.tables)
+                        await lock.execute(text(f"LOCK TABLES {tables}"))
+                        begun = time.monotonic()
+                        # Another user and query: nothing of the first search's is kept.
+                        other = {**body, "user_id": "u2", "query": "a ferry to Tallinn"}
+                        waited = await client.post("/v1/memories/search", json=other)
+                        took = time.monotonic() - begun
+                        await lock.execute(text("UNLOCK TABLES"))
+                finally:
+                    await engine.dispose()
+                again = await client.post("/v1/memories/search", json=body)
+    assert waited.status_code == 503, waited.text
+    assert waited.json()["error"]["code"] == "overloaded"
+    assert int(waited.headers["retry-after"]) >= 1
+    assert took < limit + MARGIN, f"refused after {took:.1f} s"
+    assert again.status_code == 200, again.text
