@@ -16,9 +16,10 @@ from bench import (
     longterm_llm,
     regex,
 )
-from bench.loadpath import cpu, platform
+from bench.loadpath import admission, cpu, platform
 
 BENCHMARKS = {
+    "admission": admission.main,
     "clientimport": clientimport.main,
     "coldsearch": coldsearch.main,
     "ingest": ingest.main,

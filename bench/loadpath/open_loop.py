@@ -117,6 +117,7 @@ async def open_loop(
     seconds: int,
     *,
     generator: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> OpenLoop:
     """Send ``rate`` requests/s for ``seconds`` on a fixed schedule, whatever the answers do;
     each latency counts from the request's scheduled send time (queueing is not hidden).
@@ -133,10 +134,12 @@ async def open_loop(
     histogram = await _histograms(clients)
     before = [Usage.now(server) for server in servers]
     r = OpenLoop(count, 0, [], Counter(), 0, Counter(), 0, 0.0, 0.0, [], {})
+    sent = {"content-type": "application/json", **(headers or {})}
     if generator is None:
-        await _send_from_here(r, clients, payloads, rate)
+        await _send_from_here(r, clients, payloads, rate, sent)
     else:
-        await _send_with_vegeta(r, generator, [s.base for s in servers], payloads, rate, seconds)
+        bases = [s.base for s in servers]
+        await _send_with_vegeta(r, generator, bases, payloads, rate, seconds, sent)
     r.usage = [Usage.now(server).since(b) for server, b in zip(servers, before, strict=True)]
     r.inside = {le: n - histogram.get(le, 0.0) for le, n in (await _histograms(clients)).items()}
     r.cpu_ms = 1000 * sum(u.server_seconds for u in r.usage) / max(1, r.answered)
@@ -165,15 +168,17 @@ def _failed(r: OpenLoop, latency_ms: float, error: str) -> None:
 
 
 async def _send_from_here(
-    r: OpenLoop, clients: Sequence[httpx.AsyncClient], payloads: Sequence[bytes], rate: float
+    r: OpenLoop,
+    clients: Sequence[httpx.AsyncClient],
+    payloads: Sequence[bytes],
+    rate: float,
+    headers: dict[str, str],
 ) -> None:
     loop = asyncio.get_running_loop()
 
     async def send(client: httpx.AsyncClient, payload: bytes, at: float) -> None:
         try:
-            answer = await client.post(
-                "/v1/context", content=payload, headers={"content-type": "application/json"}
-            )
+            answer = await client.post("/v1/context", content=payload, headers=headers)
         except httpx.HTTPError as exc:
             timeout = isinstance(exc, httpx.TimeoutException)
             _failed(r, 1000 * (loop.time() - at), "timeout" if timeout else repr(exc))
@@ -197,7 +202,7 @@ async def _send_from_here(
 
 async def _send_with_vegeta(
     r: OpenLoop, binary: str, bases: Sequence[str], payloads: Sequence[bytes], rate: float,
-    seconds: int,
+    seconds: int, headers: dict[str, str],
 ) -> None:  # fmt: skip
     folder = Path(tempfile.mkdtemp(prefix="bench-vegeta-"))
     targets, results = folder / "targets.jsonl", folder / "results.bin"
@@ -208,7 +213,7 @@ async def _send_with_vegeta(
                     "method": "POST",
                     "url": f"{bases[i % len(bases)]}/v1/context",
                     "body": base64.b64encode(payload).decode(),
-                    "header": {"Content-Type": ["application/json"]},
+                    "header": {name: [value] for name, value in headers.items()},
                 }
                 fh.write(orjson.dumps(target) + b"\n")
         attack = await asyncio.create_subprocess_exec(

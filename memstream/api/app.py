@@ -102,7 +102,8 @@ def create_app(settings: Settings) -> FastAPI:
             max_body_bytes=settings.api_max_body_bytes_in_flight,
         ),
         max_body_bytes=settings.api_max_body_bytes,
-        late_seconds=settings.short_term_timeout_seconds,
+        # Seen with less than half its short-term time left, its answer would lack history.
+        late_seconds=settings.short_term_timeout_seconds / 2,
     )
     # Outermost: a wrong host or key is refused before anything else is spent on it.
     app.add_middleware(

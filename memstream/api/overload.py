@@ -74,6 +74,10 @@ class LagMeter:
         overdue = now - self._due if self._due is not None else 0.0
         return max(0.0, overdue, self._worst, self._previous)
 
+    def overdue(self, now: float) -> float:
+        """Seconds the watch's wake-up is overdue right now: how far behind the loop is."""
+        return max(0.0, now - self._due) if self._due is not None else 0.0
+
     def _roll(self, now: float) -> None:
         window = math.floor(now / self.window)
         if self._window is None:
@@ -167,7 +171,13 @@ class Admission:
         # late the loop came to it: the load path's limits count from then.
         arrived = min(now, scope.get(RECEIVED, now))
         scope[ARRIVED] = arrived
-        if now - arrived > self.late_seconds:
+        # A loop that is behind reads its sockets that late too: a request read now may have
+        # waited that long unseen. Past the bound, the tenants sending the most are refused
+        # at once (a refusal is the cheapest answer), which gives the loop back its time.
+        behind = now - arrived + self.meter.overdue(now)
+        if behind > self.late_seconds and (
+            now - arrived > self.late_seconds or self.tenants.over_equal_share(tenant, now)
+        ):
             await self._refuse(send, tenant, _LATE)
             return
         refusal = self.tenants.enter(tenant, now)
