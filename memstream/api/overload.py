@@ -180,16 +180,18 @@ class Admission:
         ):
             await self._refuse(send, tenant, _LATE)
             return
-        refusal = self.tenants.enter(tenant, now)
+        # A lagging loop sheds the long-term search of the tenants sending the most, and most
+        # of their share of requests in flight.
+        lagging = self.meter.lag(now) > self.lag_seconds
+        shed = lagging and self.tenants.over_equal_share(tenant, now)
+        refusal = self.tenants.enter(tenant, now, squeezed=shed)
         if refusal is not None:
             await self._refuse(send, tenant, refusal)
             return
         label = self.tenants.label(tenant)
         try:
             metrics.TENANT_IN_FLIGHT.labels(label).set(self.tenants.in_flight(tenant))
-            # A lagging loop sheds the long-term search of the tenants sending the most.
-            lagging = self.meter.lag(now) > self.lag_seconds
-            scope[LAGGING] = lagging and self.tenants.over_equal_share(tenant, now)
+            scope[LAGGING] = shed
             if not await self.slots.take(self.queue_seconds):
                 metrics.OVERLOAD.labels("refused", "in_flight").inc()
                 await self._refuse(send, tenant, _NO_SLOT)

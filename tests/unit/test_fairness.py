@@ -74,7 +74,7 @@ def test_body_bytes_are_held_per_tenant_then_per_process() -> None:
 
 def test_the_equal_share_is_the_loud_tenant_only_and_a_lone_tenant_always() -> None:
     tenants = Tenants(Policy(), max_body_bytes=10**9)
-    assert not tenants.over_equal_share("nobody", 10.0)
+    assert tenants.over_equal_share("first", 10.0)  # nobody sent anything: alone
     for _ in range(5):
         tenants.enter("alone", 10.0)
     assert tenants.over_equal_share("alone", 10.2)
@@ -191,3 +191,11 @@ async def test_a_request_read_too_late_to_answer_in_time_is_refused_at_once() ->
     assert late.status_code == 503 and late.headers["retry-after"] == "1"
     assert late.json()["error"]["code"] == "overloaded"
     assert inner.tenants.in_flight("-") == 0
+
+
+def test_a_squeezed_tenant_keeps_a_quarter_of_its_requests_in_flight() -> None:
+    tenants = Tenants(Policy(max_in_flight=8), max_body_bytes=10**9)
+    assert all(tenants.enter("loud", 0, squeezed=True) is None for _ in range(2))
+    refusal = tenants.enter("loud", 0, squeezed=True)
+    assert refusal is not None and (refusal.status, refusal.reason) == (429, "in_flight")
+    assert tenants.enter("loud", 0) is None  # not squeezed: its whole share
