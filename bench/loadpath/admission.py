@@ -89,7 +89,8 @@ async def main() -> None:
         bulk.load(url, tenant, USERS, progress=False)
     keys = ",".join(f"{key}:{tenant}" for tenant, key in KEYS.items())
     overrides: dict[str, Any] = {}
-    if rate := os.environ.get("BENCH_ADMISSION_RATE"):
+    rate = os.environ.get("BENCH_ADMISSION_RATE", "")
+    if rate:
         overrides["api_tenant_rate_overrides"] = f"{TENANT}={rate}"
     settings = isolated_settings(log_level="WARNING", database_url=url, api_keys=keys, **overrides)
     await reset_conversations(settings)
@@ -102,7 +103,7 @@ async def main() -> None:
     print(
         f"admission: one process, {USERS} users x 200 memories in each of two tenants,"
         f" load generator {generator or 'this process (httpx)'}, load average {loadavg()}"
-        + (f", loud tenant limited to {overrides} req/s" if overrides else "")
+        + (f", loud tenant limited to {rate} req/s" if rate else "")
     )
     try:
         for tenant in (TENANT, QUIET):
@@ -125,13 +126,12 @@ async def main() -> None:
             capacity = float(os.environ.get("BENCH_ADMISSION_CAPACITY", "0"))
             if not capacity:
                 print("  capacity ramp, loud tenant alone:")
-                for rate in RAMP:
-                    r = await run(TENANT, rate, STEP_SECONDS)
-                    s = shares(r)
-                    print(describe(f"ramp {rate}", r, rate))
-                    if s["full"] < 1 - HELD_SHARE:
+                for step in RAMP:
+                    r = await run(TENANT, step, STEP_SECONDS)
+                    print(describe(f"ramp {step}", r, step))
+                    if shares(r)["full"] < 1 - HELD_SHARE:
                         break
-                    capacity = rate
+                    capacity = step
                 capacity = capacity or RAMP[0] / 2  # not even the first step held
             print(f"  capacity: {capacity:g} req/s (full answers, at most 0.5% otherwise)")
             alone = await run(QUIET, QUIET_RATE, SECONDS)

@@ -1,23 +1,29 @@
 """``memstream api`` against one tenant's slow clients and heavy traffic: the other tenants are
 served as if alone, and slow or oversized requests cost the process little and not for long.
 
-Each test starts its own process with two tenants' keys and attacks it from raw sockets, as a
-client that does not follow the protocol's spirit would.
+Each test starts its own process with two tenants' keys and attacks it from raw sockets or
+vegeta (an open loop), as a client that does not follow the protocol's spirit would.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
+import shutil
 import socket
+import subprocess
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from sqlalchemy import make_url, text
 
@@ -280,3 +286,88 @@ async def test_a_search_the_database_keeps_waiting_is_refused_within_its_limit(
     assert int(waited.headers["retry-after"]) >= 1
     assert took < limit + MARGIN, f"refused after {took:.1f} s"
     assert again.status_code == 200, again.text
+
+
+BOUND = 1.1  # every request answered or refused within this of its arrival
+OVERLOAD_SECONDS = 5
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def vegeta_binary() -> str:
+    """vegeta, the load generator (Go: a Python client on the same cores queues on its own
+    side at these rates): ``BENCH_VEGETA``, the repository's ``var/go/bin``, or ``PATH``."""
+    for found in (os.environ.get("BENCH_VEGETA"), str(REPO / "var/go/bin/vegeta")):
+        if found and Path(found).is_file():
+            return found
+    found = shutil.which("vegeta")
+    if found is None:
+        pytest.fail("vegeta is not built: run `make bench` (or set BENCH_VEGETA)")
+    return found
+
+
+def attack(url: str, key: str, bodies: list[bytes], rate: float, folder: Path) -> list[Any]:
+    """An open loop of ``rate`` requests/s for ``OVERLOAD_SECONDS``: vegeta's results (status,
+    latency from the scheduled send, headers)."""
+    targets = folder / "targets.jsonl"
+    with targets.open("wb") as fh:
+        for body in bodies:
+            target = {
+                "method": "POST",
+                "url": f"{url}/v1/context",
+                "body": base64.b64encode(body).decode(),
+                "header": {
+                    "Content-Type": ["application/json"],
+                    "Authorization": [f"Bearer {key}"],
+                },
+            }
+            fh.write(orjson.dumps(target) + b"\n")
+    binary = vegeta_binary()
+    results = folder / "results.bin"
+    subprocess.run(
+        [binary, "attack", "-format=json", f"-targets={targets}", f"-rate={rate:.0f}/1s",
+         f"-duration={OVERLOAD_SECONDS}s", f"-timeout={HANG:g}s", "-workers=32",
+         f"-output={results}"],
+        check=True, timeout=OVERLOAD_SECONDS + 2 * HANG,
+    )  # fmt: skip
+    encoded = subprocess.run(
+        [binary, "encode", "-to=json", str(results)], check=True, capture_output=True
+    ).stdout
+    return [orjson.loads(line) for line in encoded.splitlines()]
+
+
+async def test_a_process_at_four_times_its_capacity_answers_or_refuses_in_time(
+    services: Settings, tmp_path: Path
+) -> None:
+    """An open loop (latency from each request's scheduled send) at four times what the
+    process serves on a core."""
+    with two_tenants() as (launched, settings, tenants):
+        url, tenant = api_url(settings), tenants["loud"]
+        bodies = [orjson.dumps(context_body(tenant, n)) for n in range(200)]
+        headers = {"authorization": "Bearer key-loud", "content-type": "application/json"}
+        async with httpx.AsyncClient(base_url=url, timeout=HANG, headers=headers) as client:
+            for body in bodies[:10]:  # connections, routes, caches
+                assert (await client.post("/v1/context", content=body)).status_code == 200
+            begun = cpu_seconds(launched.pid)
+            for body in bodies[10:40]:
+                assert (await client.post("/v1/context", content=body)).status_code == 200
+            # What a core serves at the process's CPU per request (a busy machine gives it
+            # less than a core: more than four times then).
+            rate = 4 * 30 / (cpu_seconds(launched.pid) - begun)
+        results = await asyncio.to_thread(attack, url, "key-loud", bodies, rate, tmp_path)
+    statuses = Counter(r["code"] for r in results)
+    assert results and set(statuses) <= {200, 429, 503}, (statuses, results[0].get("error"))
+    assert statuses[200] > 0, statuses
+    for r in results:
+        if r["code"] != 200 and r.get("headers"):
+            assert int(r["headers"]["Retry-After"][0]) >= 1, r
+    took = sorted(r["latency"] / 1e9 for r in results)
+    late = sum(t > BOUND for t in took)
+    assert late == 0, (
+        f"at {rate:.0f} req/s, {statuses}: {late} of {len(took)} past {BOUND} s,"
+        f" p99 {took[int(0.99 * len(took))]:.2f} s, max {took[-1]:.2f} s"
+    )
