@@ -1,16 +1,14 @@
 """Admission control: each tenant its share of the process, and past capacity an answer at
 once, degraded or refused, instead of a queue.
 
-A ``/v1`` request's body is read before anything is taken for it (a body that never comes
-holds no slot; the server's body deadline ends it), holding the bytes it announces, at most
-``MEMSTREAM_API_MAX_BODY_BYTES_IN_FLIGHT`` a process and ``..._TENANT_...`` a tenant. Then its
-tenant's share (``memstream.api.fairness``: requests in flight and a rate; 429 with
-``Retry-After`` over it), then one of ``MEMSTREAM_API_MAX_IN_FLIGHT`` slots within
-``MEMSTREAM_API_QUEUE_SECONDS`` (else 503). While the loop has lagged by more than
-``MEMSTREAM_API_LAG_SECONDS`` lately, ``/v1/context`` answers short-term only to the tenants
-sending an equal share of the recent requests or more, which sheds the long-term search of
-the tenant causing the lag first. A request arrives when its last byte is read; the load
-path's limits count from then. Health, readiness, metrics and the dashboard are never shed.
+A ``/v1`` request's body is read before anything is taken for it (a stalled body holds no
+slot), holding the bytes it announces within a process's and a tenant's cap. Then its
+tenant's share (``memstream.api.fairness``: in flight and a rate; 429 with ``Retry-After``),
+then one of ``MEMSTREAM_API_MAX_IN_FLIGHT`` slots within ``MEMSTREAM_API_QUEUE_SECONDS``
+(else 503). While the loop lags, the tenants sending the most get short-term answers and a
+quarter of their share; a request read too late to answer in time is refused at once. A
+request arrives when its last byte is read; the load path's limits count from then. Health,
+readiness, metrics and the dashboard are never shed (docs/operations.md, "Overload").
 """
 
 from __future__ import annotations
