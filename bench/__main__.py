@@ -15,12 +15,13 @@ from bench import (
     longterm,
     longterm_llm,
     regex,
-    tracing,
     termbackfill,
+    tracing,
 )
-from bench.loadpath import cpu, platform
+from bench.loadpath import admission, cpu, platform
 
 BENCHMARKS = {
+    "admission": admission.main,
     "clientimport": clientimport.main,
     "coldsearch": coldsearch.main,
     "ingest": ingest.main,

@@ -55,6 +55,23 @@ OVERLOAD = Counter(
     " (refused, degraded) and reason (in_flight: no slot in time; lag: the event loop was late).",
     ["action", "reason"],
 )
+TENANT_REQUESTS = Counter(
+    "memstream_api_tenant_requests_total",
+    "/v1 requests by tenant (the API key's; at most MEMSTREAM_API_TENANT_METRICS of them, the"
+    " rest as other) and outcome: admitted, degraded (short-term only while the loop lagged),"
+    " rate and in_flight (429: over the tenant's share), body_bytes (429 or 503: too many body"
+    " bytes in flight), process (503: no slot in time) and late (503: seen too late to answer).",
+    ["tenant", "outcome"],
+)
+TENANT_IN_FLIGHT = Gauge(
+    "memstream_api_tenant_in_flight", "/v1 requests of each tenant in flight now.", ["tenant"]
+)
+API_CONNECTIONS_CUT = Counter(
+    "memstream_api_connections_cut_total",
+    "Connections the API's server answered and closed before the application saw the request,"
+    " by reason (header_timeout, body_timeout, headers_too_large, too_many_headers, idle).",
+    ["reason"],
+)
 LOOP_LAG = Gauge(
     "memstream_api_loop_lag_seconds",
     "How late the API's event loop has woken up lately (the worst of the last second or two).",

@@ -59,6 +59,25 @@ class Settings(BaseSettings):
     api_max_in_flight: int = Field(default=64, ge=1)
     api_queue_seconds: float = Field(default=0.1, ge=0)
     api_lag_seconds: float = Field(default=0.1, gt=0)
+    # Slow and large clients (memstream.api.server): a request's head must arrive within
+    # header_seconds of its first byte, its body within body_seconds of its head; heads over
+    # max_header_bytes or max_headers fields get 431; connections past max_connections a 503.
+    api_header_seconds: float = Field(default=5.0, gt=0)
+    api_body_seconds: float = Field(default=10.0, gt=0)
+    api_max_header_bytes: int = Field(default=16 * 1024, ge=1024)
+    api_max_headers: int = Field(default=100, ge=8)
+    api_max_connections: int = Field(default=1000, ge=1)
+    # Bodies are read before a slot is taken; the bytes they announce are held while they are
+    # read and served, at most these many per process and per tenant.
+    api_max_body_bytes_in_flight: int = Field(default=64 * 1024 * 1024, ge=1024)
+    api_tenant_max_body_bytes_in_flight: int = Field(default=16 * 1024 * 1024, ge=1024)
+    # Each tenant's share of a process (the API key's tenant): requests in flight and a rate
+    # (requests/s, a second's worth as burst); 0: no limit of its own. Per-tenant overrides are
+    # written ``tenant=value,...``; over either, 429 with Retry-After.
+    api_tenant_max_in_flight: int = Field(default=32, ge=0)
+    api_tenant_rate: float = Field(default=0.0, ge=0)
+    api_tenant_max_in_flight_overrides: str = ""
+    api_tenant_rate_overrides: str = ""
     llm_base_url: str = ""
     llm_model: str = ""
     llm_api_key: SecretStr = SecretStr("")
@@ -176,6 +195,12 @@ class Settings(BaseSettings):
         _parse_models(value)
         return value
 
+    @field_validator("api_tenant_max_in_flight_overrides", "api_tenant_rate_overrides")
+    @classmethod
+    def _valid_tenant_overrides(cls, value: str) -> str:
+        _parse_tenant_numbers(value)
+        return value
+
     @model_validator(mode="after")
     def _budgets_fit(self) -> Settings:
         if self.summary_budget_tokens > self.window_max_tokens:
@@ -223,6 +248,17 @@ class Settings(BaseSettings):
         """Agent ``model_target_id`` -> the LLM model that serves it."""
         return _parse_models(self.llm_models)
 
+    @cached_property
+    def tenant_in_flight_overrides(self) -> dict[str, int]:
+        """Tenant -> its own ``MEMSTREAM_API_TENANT_MAX_IN_FLIGHT``."""
+        raw = self.api_tenant_max_in_flight_overrides
+        return {tenant: int(n) for tenant, n in _parse_tenant_numbers(raw).items()}
+
+    @cached_property
+    def tenant_rate_overrides(self) -> dict[str, float]:
+        """Tenant -> its own ``MEMSTREAM_API_TENANT_RATE``."""
+        return _parse_tenant_numbers(self.api_tenant_rate_overrides)
+
     @property
     def cache_enabled(self) -> bool:
         return bool(self.redis_url.strip())
@@ -243,6 +279,20 @@ def _parse_api_keys(raw: str) -> dict[str, str]:
 
 def _parse_models(raw: str) -> dict[str, str]:
     return _parse_pairs(raw, "=", "LLM models are written target=model, separated by commas")
+
+
+def _parse_tenant_numbers(raw: str) -> dict[str, float]:
+    error = "tenant overrides are written tenant=number (at least 0), separated by commas"
+    numbers: dict[str, float] = {}
+    for tenant, value in _parse_pairs(raw, "=", error).items():
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(error) from None
+        if not number >= 0:
+            raise ValueError(error)
+        numbers[tenant] = number
+    return numbers
 
 
 def _parse_pairs(raw: str, separator: str, error: str) -> dict[str, str]:

@@ -118,6 +118,7 @@ async def open_loop(
     *,
     generator: str | None = None,
     path: str = "/v1/context",
+    headers: dict[str, str] | None = None,
 ) -> OpenLoop:
     """Send ``rate`` requests/s for ``seconds`` on a fixed schedule, whatever the answers do;
     each latency counts from the request's scheduled send time (queueing is not hidden).
@@ -135,11 +136,12 @@ async def open_loop(
     histogram = await _histograms(clients)
     before = [Usage.now(server) for server in servers]
     r = OpenLoop(count, 0, [], Counter(), 0, Counter(), 0, 0.0, 0.0, [], {})
+    sent = {"content-type": "application/json", **(headers or {})}
     if generator is None:
-        await _send_from_here(r, clients, payloads, rate, path)
+        await _send_from_here(r, clients, payloads, rate, path, sent)
     else:
         bases = [f"{s.base}{path}" for s in servers]
-        await _send_with_vegeta(r, generator, bases, payloads, rate, seconds)
+        await _send_with_vegeta(r, generator, bases, payloads, rate, seconds, sent)
     r.usage = [Usage.now(server).since(b) for server, b in zip(servers, before, strict=True)]
     r.inside = {le: n - histogram.get(le, 0.0) for le, n in (await _histograms(clients)).items()}
     r.cpu_ms = 1000 * sum(u.server_seconds for u in r.usage) / max(1, r.answered)
@@ -175,15 +177,14 @@ async def _send_from_here(
     clients: Sequence[httpx.AsyncClient],
     payloads: Sequence[bytes],
     rate: float,
-    path: str = "/v1/context",
+    path: str,
+    headers: dict[str, str],
 ) -> None:
     loop = asyncio.get_running_loop()
 
     async def send(client: httpx.AsyncClient, payload: bytes, at: float) -> None:
         try:
-            answer = await client.post(
-                path, content=payload, headers={"content-type": "application/json"}
-            )
+            answer = await client.post(path, content=payload, headers=headers)
         except httpx.HTTPError as exc:
             timeout = isinstance(exc, httpx.TimeoutException)
             _failed(r, 1000 * (loop.time() - at), "timeout" if timeout else repr(exc))
@@ -207,7 +208,7 @@ async def _send_from_here(
 
 async def _send_with_vegeta(
     r: OpenLoop, binary: str, bases: Sequence[str], payloads: Sequence[bytes], rate: float,
-    seconds: int,
+    seconds: int, headers: dict[str, str],
 ) -> None:  # fmt: skip
     folder = Path(tempfile.mkdtemp(prefix="bench-vegeta-"))
     targets, results = folder / "targets.jsonl", folder / "results.bin"
@@ -218,7 +219,7 @@ async def _send_with_vegeta(
                     "method": "POST",
                     "url": bases[i % len(bases)],
                     "body": base64.b64encode(payload).decode(),
-                    "header": {"Content-Type": ["application/json"]},
+                    "header": {name: [value] for name, value in headers.items()},
                 }
                 fh.write(orjson.dumps(target) + b"\n")
         attack = await asyncio.create_subprocess_exec(

@@ -27,9 +27,11 @@ def body(tenant: str, i: int, query: str, *, long_term: bool) -> dict[str, Any]:
     }
 
 
-async def configure_agents(server: Server, tenant: str) -> None:
+async def configure_agents(
+    server: Server, tenant: str, headers: dict[str, str] | None = None
+) -> None:
     """Short-term agents with long-term memory off, long-term agents on the built-in store."""
-    async with httpx.AsyncClient(base_url=server.base) as client:
+    async with httpx.AsyncClient(base_url=server.base, headers=headers) as client:
         for a in range(AGENTS):
             for long_term in (False, True):
                 r = await client.put(

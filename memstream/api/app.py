@@ -14,6 +14,7 @@ from starlette.routing import Route
 
 from memstream import tracing
 from memstream.api import errors, mcp, startup
+from memstream.api.fairness import Policy, Tenants
 from memstream.api.gate import Gate
 from memstream.api.hosts import host_check, loopback, parse_allowed
 from memstream.api.overload import Admission
@@ -85,20 +86,34 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.router)
     tools = mcp.McpEndpoint(app, settings)
     app.router.routes.append(Route(mcp.PATH, tools, include_in_schema=False))
-    # Inside the gate (keys, hosts, body limit): the load path's common request, past FastAPI.
+    # Inside admission: the load path's common request, past FastAPI.
     app.add_middleware(context.ContextDirect, state=app.state)
-    app.add_middleware(
-        Gate,
-        max_body_bytes=settings.api_max_body_bytes,
-        keys=settings.tenant_of_key,
-        hosts=host_check(parse_allowed(settings.api_allowed_hosts), open_mode),
-    )
-    # Outermost: a request's arrival is when it is first seen, and a refusal costs nothing more.
+    # Inside the gate, which knows the key's tenant: the tenant's share, then a slot.
     app.add_middleware(
         Admission,
         max_in_flight=settings.api_max_in_flight,
         queue_seconds=settings.api_queue_seconds,
         lag_seconds=settings.api_lag_seconds,
+        tenants=Tenants(
+            Policy(
+                max_in_flight=settings.api_tenant_max_in_flight,
+                rate=settings.api_tenant_rate,
+                max_body_bytes=settings.api_tenant_max_body_bytes_in_flight,
+                in_flight_overrides=settings.tenant_in_flight_overrides,
+                rate_overrides=settings.tenant_rate_overrides,
+            ),
+            max_body_bytes=settings.api_max_body_bytes_in_flight,
+        ),
+        max_body_bytes=settings.api_max_body_bytes,
+        # Seen with less than half its short-term time left, its answer would lack history.
+        late_seconds=settings.short_term_timeout_seconds / 2,
+    )
+    # Outermost: a wrong host or key is refused before anything else is spent on it.
+    app.add_middleware(
+        Gate,
+        max_body_bytes=settings.api_max_body_bytes,
+        keys=settings.tenant_of_key,
+        hosts=host_check(parse_allowed(settings.api_allowed_hosts), open_mode),
     )
     if tracing.configure("memstream-api", user_ids=settings.trace_user_ids):
         app.add_middleware(tracing.RequestSpans)  # outermost: the whole request, refusals too

@@ -29,11 +29,14 @@ def _documented(description: str) -> dict[str, Any]:
 V1_ERRORS: dict[int | str, dict[str, Any]] = {
     401: _documented("no API key, or an unknown one (when MEMSTREAM_API_KEYS is set)"),
     403: _documented("the key's tenant is not the request's tenant"),
+    408: _documented("the head or body did not arrive within its deadline (connection closed)"),
     413: _documented("the request body is over MEMSTREAM_API_MAX_BODY_BYTES"),
     422: _documented("an invalid request: the message names the fields"),
+    429: _documented("the key's tenant is over its share of the process (with Retry-After)"),
+    431: _documented("the request's head is over its size or field count (connection closed)"),
     503: _documented(
         "the database or the agent's long-term provider is not reachable, or the process is"
-        " over capacity (`overloaded`, with Retry-After)"
+        " over capacity or the search out of time (`overloaded`, with Retry-After)"
     ),
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _documented("nothing by that id")}
@@ -50,7 +53,11 @@ def _describe(exc: RequestValidationError) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status)
+        # A refusal for load says when to come back.
+        headers = {"retry-after": "1"} if exc.status in (429, 503) else None
+        return JSONResponse(
+            error_body(exc.code, exc.message), status_code=exc.status, headers=headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

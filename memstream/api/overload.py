@@ -1,16 +1,14 @@
-"""Admission control: when the process cannot keep up, answer degraded or refuse at once.
+"""Admission control: each tenant its share of the process, and past capacity an answer at
+once, degraded or refused, instead of a queue.
 
-A process that takes every request it is sent serves them ever later once it is saturated:
-the requests pile up on the event loop and wait there (minutes, under a cold-user burst)
-before any time limit of theirs starts. Here each ``/v1`` request first takes one of
-``MEMSTREAM_API_MAX_IN_FLIGHT`` slots, waiting at most ``MEMSTREAM_API_QUEUE_SECONDS`` for one,
-else it is refused with 503 and ``Retry-After``. A watch on the event loop measures how late it
-wakes up; while it has lagged by more than ``MEMSTREAM_API_LAG_SECONDS`` within the last
-second, ``/v1/context`` answers from the short-term window only (``degraded`` names
-``long_term``), which sheds the CPU that long-term search costs until the loop catches up.
-The time a request is first seen here is its arrival: the load path's limits count from it,
-so waiting for a slot counts against them. Health, readiness, metrics and the dashboard are
-never shed: an operator must see an overloaded process.
+A ``/v1`` request's body is read before anything is taken for it (a stalled body holds no
+slot), holding the bytes it announces within a process's and a tenant's cap. Then its
+tenant's share (``memstream.api.fairness``: in flight and a rate; 429 with ``Retry-After``),
+then one of ``MEMSTREAM_API_MAX_IN_FLIGHT`` slots within ``MEMSTREAM_API_QUEUE_SECONDS``
+(else 503). While the loop lags, the tenants sending the most get short-term answers and a
+quarter of their share; a request read too late to answer in time is refused at once. A
+request arrives when its last byte is read; the load path's limits count from then. Health,
+readiness, metrics and the dashboard are never shed (docs/operations.md, "Overload").
 """
 
 from __future__ import annotations
@@ -18,13 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import sys
 from typing import Any
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstream import metrics
+from memstream.api.auth import TENANT
 from memstream.api.errors import error_body
+from memstream.api.fairness import OPEN, Policy, Refusal, Tenants
+from memstream.api.server import RECEIVED
 
 _ADMITTED = "/v1/"
 # Scope keys the load path's route reads: when the request arrived (loop time) and whether
@@ -70,6 +72,10 @@ class LagMeter:
         overdue = now - self._due if self._due is not None else 0.0
         return max(0.0, overdue, self._worst, self._previous)
 
+    def overdue(self, now: float) -> float:
+        """Seconds the watch's wake-up is overdue right now: how far behind the loop is."""
+        return max(0.0, now - self._due) if self._due is not None else 0.0
+
     def _roll(self, now: float) -> None:
         window = math.floor(now / self.window)
         if self._window is None:
@@ -110,16 +116,29 @@ class Slots:
 
 
 class Admission:
-    """Pure ASGI middleware: slots for ``/v1`` requests, the loop's watch over the lifespan."""
+    """Pure ASGI middleware, inside the gate (which knows the key's tenant): each ``/v1``
+    request's body read first, then its tenant's share, then a slot; the loop's watch over
+    the lifespan."""
 
     def __init__(
-        self, app: ASGIApp, *, max_in_flight: int, queue_seconds: float, lag_seconds: float
+        self,
+        app: ASGIApp,
+        *,
+        max_in_flight: int,
+        queue_seconds: float,
+        lag_seconds: float,
+        tenants: Tenants | None = None,
+        max_body_bytes: int = 1024 * 1024,
+        late_seconds: float = math.inf,
     ) -> None:
         self.app = app
         self.slots = Slots(max_in_flight)
         self.queue_seconds = queue_seconds
         self.lag_seconds = lag_seconds
         self.meter = LagMeter()
+        self.tenants = tenants or Tenants(Policy(), max_body_bytes=sys.maxsize)
+        self.max_body_bytes = max_body_bytes
+        self.late_seconds = late_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -128,17 +147,62 @@ class Admission:
         if scope["type"] != "http" or not scope["path"].startswith(_ADMITTED):
             await self.app(scope, receive, send)
             return
-        now = asyncio.get_running_loop().time()
-        scope[ARRIVED] = now
-        scope[LAGGING] = self.meter.lag(now) > self.lag_seconds
-        if not await self.slots.take(self.queue_seconds):
-            metrics.OVERLOAD.labels("refused", "in_flight").inc()
-            await _refuse(send)
+        tenant: str = scope.get(TENANT, OPEN)
+        size = self._announced(scope)
+        refusal = self.tenants.hold_bytes(tenant, size)
+        if refusal is not None:
+            await self._refuse(send, tenant, refusal, unread=True)
             return
         try:
-            await self.app(scope, receive, send)
+            # A body that never comes holds nothing but its bytes: the server's body deadline
+            # ends it, and no slot is taken before it is here.
+            body = await _read_body(receive)
+            if body is None:
+                return  # the client left (or was cut off): nothing to answer
+            await self._admit(scope, _replay(body, receive), send, tenant)
         finally:
-            self.slots.release()
+            self.tenants.free_bytes(tenant, size)
+
+    async def _admit(self, scope: Scope, receive: Receive, send: Send, tenant: str) -> None:
+        now = asyncio.get_running_loop().time()
+        # The request arrived when its last byte was read (the server says when), however
+        # late the loop came to it: the load path's limits count from then.
+        arrived = min(now, scope.get(RECEIVED, now))
+        scope[ARRIVED] = arrived
+        # A loop that is behind reads its sockets that late too: a request read now may have
+        # waited that long unseen. Past the bound, the tenants sending the most are refused
+        # at once (a refusal is the cheapest answer), which gives the loop back its time.
+        behind = now - arrived + self.meter.overdue(now)
+        if behind > self.late_seconds and (
+            now - arrived > self.late_seconds or self.tenants.over_equal_share(tenant, now)
+        ):
+            await self._refuse(send, tenant, _LATE)
+            return
+        # A lagging loop sheds the long-term search of the tenants sending the most, and most
+        # of their share of requests in flight.
+        lagging = self.meter.lag(now) > self.lag_seconds
+        shed = lagging and self.tenants.over_equal_share(tenant, now)
+        refusal = self.tenants.enter(tenant, now, squeezed=shed)
+        if refusal is not None:
+            await self._refuse(send, tenant, refusal)
+            return
+        label = self.tenants.label(tenant)
+        try:
+            metrics.TENANT_IN_FLIGHT.labels(label).set(self.tenants.in_flight(tenant))
+            scope[LAGGING] = shed
+            if not await self.slots.take(self.queue_seconds):
+                metrics.OVERLOAD.labels("refused", "in_flight").inc()
+                await self._refuse(send, tenant, _NO_SLOT)
+                return
+            outcome = "degraded" if scope[LAGGING] else "admitted"
+            metrics.TENANT_REQUESTS.labels(label, outcome).inc()
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self.slots.release()
+        finally:
+            self.tenants.leave(tenant)
+            metrics.TENANT_IN_FLIGHT.labels(label).set(self.tenants.in_flight(tenant))
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The app's lifespan with the loop's watch running beside it once the app is ready.
@@ -172,18 +236,66 @@ class Admission:
             self.meter.woke(now)
             metrics.LOOP_LAG.set(self.meter.lag(now))
 
+    def _announced(self, scope: Scope) -> int:
+        """The body bytes a request will hold: its Content-Length (the gate refused one over
+        the limit), the limit for a body of unknown length, none without either."""
+        length = b""
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                length = value
+            elif name == b"transfer-encoding":
+                return self.max_body_bytes
+        return int(length) if length.isdigit() else 0
 
-async def _refuse(send: Send) -> None:
-    body = orjson.dumps(
-        error_body(
-            "overloaded",
-            f"the server is over capacity; retry after {RETRY_AFTER_SECONDS} s",
-        )
-    )
+    async def _refuse(
+        self, send: Send, tenant: str, refusal: Refusal, *, unread: bool = False
+    ) -> None:
+        metrics.TENANT_REQUESTS.labels(self.tenants.label(tenant), refusal.reason).inc()
+        if refusal.status == 503 and refusal is not _NO_SLOT:
+            metrics.OVERLOAD.labels("refused", refusal.reason).inc()
+        await _refuse(send, refusal, close=unread)
+
+
+_OVER = f"the server is over capacity; retry after {RETRY_AFTER_SECONDS} s"
+_NO_SLOT = Refusal(503, "process", RETRY_AFTER_SECONDS, _OVER)
+_LATE = Refusal(503, "late", RETRY_AFTER_SECONDS, _OVER)
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole body, or None when the client left before it was sent."""
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` that gives ``body`` once, then what the connection sends (a disconnect)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
+
+
+async def _refuse(send: Send, refusal: Refusal, *, close: bool) -> None:
+    code = "overloaded" if refusal.status == 503 else "too_many_requests"
+    body = orjson.dumps(error_body(code, refusal.message))
     headers: list[Any] = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
+        (b"retry-after", str(refusal.retry_after).encode()),
     ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    if close:  # the unread body would otherwise be taken for the next request
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -211,17 +211,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         return run_worker(settings, args.stages)
     if args.command == "api":
-        import uvicorn
+        from memstream.api.server import serve
 
-        from memstream.api.app import create_app
-
-        uvicorn.run(
-            create_app(settings),
-            host=settings.api_host,
-            port=settings.api_port,
-            log_level=settings.log_level.lower(),
-            access_log=False,
-        )
+        serve(settings)
         return 0
     if args.command == "migrate":
         from memstream.store.database import migrate

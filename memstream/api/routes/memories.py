@@ -3,14 +3,16 @@ provider: list, search, add by hand, delete one, forget a user."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
-from memstream import forget
+from memstream import forget, metrics
 from memstream.api.auth import check_tenant
 from memstream.api.errors import NOT_FOUND
+from memstream.api.overload import ARRIVED
 from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
@@ -45,11 +47,25 @@ async def search_memories(
     body: SearchRequest, request: Request, services: ServicesDep
 ) -> MemoriesResponse:
     check_tenant(request, body.tenant_id)
-    provider = await services.router.for_agent(body.tenant_id, body.agent_id)
-    with degraded.collect() as fell_back:  # e.g. "embeddings": answered lexically
-        found = await provider.search(
-            body.tenant_id, body.user_id, body.agent_id, body.query, top_k=body.top_k
-        )
+    # The load path's long-term limit, from the request's arrival: a search waiting on a busy
+    # database (its pool, a lock) gives its slot back and says so instead of waiting.
+    loop = asyncio.get_running_loop()
+    arrived = request.scope.get(ARRIVED, loop.time())
+    limit = request.app.state.settings.long_term_timeout_seconds
+    try:
+        async with asyncio.timeout_at(arrived + limit) as within:
+            provider = await services.router.for_agent(body.tenant_id, body.agent_id)
+            with degraded.collect() as fell_back:  # e.g. "embeddings": answered lexically
+                found = await provider.search(
+                    body.tenant_id, body.user_id, body.agent_id, body.query, top_k=body.top_k
+                )
+    except TimeoutError:
+        if not within.expired():
+            raise
+        metrics.OVERLOAD.labels("refused", "search_deadline").inc()
+        raise ApiError(
+            503, "overloaded", f"the search did not finish within {limit:g} s; retry after 1 s"
+        ) from None
     answer = _items(sorted(found, key=lambda m: m.score, reverse=True))
     answer.degraded = fell_back
     return answer
