@@ -4,6 +4,7 @@ MemstreamError
 ├── InvalidEvent          an input record that cannot be accepted (goes to dead-letter)
 ├── ConfigurationError    settings that cannot work together
 ├── ServiceUnavailable    a required service (broker, database) does not answer
+├── CacheUnavailable      the hot cache (or its node for a key) fails: read the record instead
 ├── HistoryBehind         a session's messages are not stored yet: its end is tried later
 ├── ProviderUnavailable   a long-term provider cannot serve the call
 ├── ReplayRefused         the consumer group is live: rewinding now would race it
@@ -36,6 +37,10 @@ LLMErrorKind = Literal["http", "timeout", "connection", "bad_response", "empty"]
 
 class ConfigurationError(MemstreamError):
     """Settings that cannot work, found before anything runs."""
+
+
+class CacheUnavailable(MemstreamError):
+    """The hot cache, or the node a key lives on, failed or is not asked while it fails."""
 
 
 class HistoryBehind(MemstreamError):
