@@ -30,6 +30,7 @@ from memstream.settings import Settings
 from memstream.store.agents import AgentConfig, long_term_enabled
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore
+from memstream.store.owners import foreign_conversation
 from memstream.store.searchstats import SearchStats
 from memstream.store.summaries import SummaryStore
 from memstream_client.contract.api import (
@@ -88,6 +89,7 @@ class LoadPath:
         self._cache = cache
         self._router = router
         self._turns = RecentTurns(engine, messages, cache)
+        self._primary = messages.engine
         self._refreshing: dict[tuple[str, str], asyncio.Task[None]] = {}
         # Long-term searches per tenant and minute, flushed to ``search_stat`` in batches.
         self._search_stats = search_stats
@@ -228,6 +230,11 @@ class LoadPath:
     async def _short_term(
         self, req: ContextRequest, rounds: int, begun: float, degraded: _Degraded
     ) -> tuple[list[ContextMessage], int]:
+        if req.own_conversation and await foreign_conversation(
+            self._primary, req.tenant_id, req.conversation_id, req.user_id
+        ):
+            # On the primary: the cache may hold a message the replica has not yet.
+            return [], 0
         summary_by = begun + SUMMARY_SHARE * self._settings.short_term_timeout_seconds
         recent, summary = await self._read(
             req.tenant_id, req.conversation_id, rounds * 3, begun, summary_by, degraded

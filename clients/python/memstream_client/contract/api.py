@@ -58,6 +58,9 @@ class ContextRequest(RequestBody):
     # 0 is no history: the summary alone, if there is one.
     context_rounds: int | None = Field(default=None, ge=0, le=500)
     filter_sensitive: bool = True
+    # The conversation's turns and summary only when every stored message of it is this
+    # user's, else none: what a model may name (the MCP tools) reaches no other user's chat.
+    own_conversation: bool = False
 
 
 class ContextMessage(Shape):
