@@ -216,6 +216,11 @@ class Settings(BaseSettings):
         """API key -> tenant id; empty means open (dev) mode."""
         return _parse_api_keys(self.api_keys.get_secret_value())
 
+    @property
+    def api_open(self) -> bool:
+        """Open (dev) mode: neither tenant nor operator keys, so every tenant's data is open."""
+        return not self.tenant_of_key and not self.operator_of_key
+
     @cached_property
     def operator_of_key(self) -> dict[str, str]:
         """Operator API key -> the operator's name (``MEMSTREAM_API_ADMIN_KEYS``)."""
