@@ -63,6 +63,8 @@ def _id(headers: Mapping[str, str], name: str) -> str | None:
         return None
     if not value.strip() or len(value) > 128:
         raise ApiError(400, "invalid_request", f"{name} must be 1 to 128 characters")
+    if value != value.strip():
+        raise ApiError(400, "invalid_request", f"{name} must not start or end with white space")
     return value
 
 

@@ -74,7 +74,7 @@ class ContextDirect:
         except ValidationError:
             return None
         # With keys, the gate has put the key's tenant in the scope (or refused the request).
-        if not self.state.settings.api_open and scope.get(TENANT) != request.tenant_id:
+        if self.state.settings.tenant_of_key and scope.get(TENANT) != request.tenant_id:
             return None
         return request
 

@@ -13,7 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"\S")]
+# Neither starting nor ending with white space: the database pads with spaces when it compares,
+# so "u1 " would be "u1" there (the event schemas say the same).
+Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^\S([\s\S]*\S)?$")]
 Text = Annotated[str, StringConstraints(max_length=32768)]
 ProviderName = Literal["MEMOS", "MEM0", "MYSQL"]
 MemoryType = Literal["text_mem", "pref_mem", "skill_mem", "tool_mem"]
