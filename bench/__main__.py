@@ -6,6 +6,7 @@ import asyncio
 import sys
 
 from bench import (
+    cacheloss,
     clientimport,
     coldsearch,
     ingest,
@@ -19,6 +20,7 @@ from bench import (
 from bench.loadpath import cpu, platform
 
 BENCHMARKS = {
+    "cacheloss": cacheloss.main,
     "clientimport": clientimport.main,
     "coldsearch": coldsearch.main,
     "ingest": ingest.main,

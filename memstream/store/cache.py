@@ -124,15 +124,35 @@ class _Cluster(RedisCluster):
 
     async def initialize(self) -> RedisCluster:
         if not (self._initialize and self.commands_parser.commands):
-            return await super().initialize()  # the first discovery, or nothing to do
+            first = self._initialize
+            await super().initialize()  # the first discovery, or nothing to do
+            if first:
+                _share_nodes(self.nodes_manager)
+            return self
         if not self._lock:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._initialize:
-                await self.nodes_manager.initialize()
+                await self.refresh_slots()
                 self.commands_parser.node = self.nodes_manager.default_node
                 self._initialize = False
         return self
+
+    async def refresh_slots(self) -> None:
+        await self.nodes_manager.initialize()
+        _share_nodes(self.nodes_manager)
+
+
+def _share_nodes(manager: Any) -> None:
+    """Point the slot table at the nodes the client keeps. A reload keeps a known node's object
+    (and its connections) but fills the slot table with new ones: calls then open connections
+    on those, and the next reload drops them unclosed ("Unclosed ClusterNode object")."""
+    kept: dict[int, list[Any]] = {}
+    for slot, nodes in manager.slots_cache.items():
+        shared = kept.get(id(nodes))
+        if shared is None:
+            shared = kept[id(nodes)] = [manager.nodes_cache.get(n.name, n) for n in nodes]
+        manager.slots_cache[slot] = shared
 
 
 class Newest(NamedTuple):
@@ -338,7 +358,10 @@ class RedisCache:
         # The layout first: a replica may have taken the node's slots over. A node that
         # serves none is not asked again; one that does is pinged on a connection of the
         # probe's own, so that the client's connections and layout stay as they are.
-        await client.nodes_manager.initialize()
+        if isinstance(client, _Cluster):
+            await client.refresh_slots()
+        else:
+            await client.nodes_manager.initialize()
         if node == UNCOVERED:
             if len(client.nodes_manager.slots_cache) < REDIS_CLUSTER_HASH_SLOTS:
                 raise CacheUnavailable("some slots are still served by no node")
