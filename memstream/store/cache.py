@@ -303,12 +303,11 @@ class RedisCache:
         deadline: float | None = None,
         probing: bool = False,
     ) -> T:
-        """``call`` on ``node`` by ``deadline`` (the write timeout from now by default),
-        counted by the node's breaker; ``CacheUnavailable`` at once while it is open."""
+        """``call`` on ``node`` by ``deadline``, counted by the node's breaker;
+        ``CacheUnavailable`` at once while it is open. Without a deadline (writes, which may
+        be large pipelines) the socket timeout bounds every wait for the server."""
         if not probing and not (self.breakers.allows(node) and self.breakers.allows(WHOLE)):
             raise CacheUnavailable(f"the cache node {node} is failing: not asked until it answers")
-        if deadline is None:
-            deadline = asyncio.get_running_loop().time() + self.timeout
         try:
             async with asyncio.timeout_at(deadline):
                 result = await call()
