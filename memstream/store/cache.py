@@ -336,8 +336,10 @@ class RedisCache:
             try:
                 async with asyncio.timeout(self.timeout):
                     await self._answers(node)
-                    if self._rebuilds is not None:
-                        await self.drop_stale(self._rebuilds, probing=node)
+                # As long as the marks take (socket timeouts bound each call); a node that
+                # fails meanwhile raises here and stays open.
+                if self._rebuilds is not None:
+                    await self._sweep(node)
                 break
             except Exception as exc:
                 log.debug("cache node %s still failing: %r", node, exc)
@@ -345,6 +347,14 @@ class RedisCache:
         self._probes.pop(node, None)
         metrics.CACHE.labels("breaker", "closed").inc()
         log.warning("cache node %s answers again", node)
+
+    async def _sweep(self, node: str) -> None:
+        assert self._rebuilds is not None
+        marks = await self._rebuilds.marked()
+        mine = [(t, c) for t, c, _ in marks if self.node(self.key(t, c)) == node]
+        if mine and await self._drop(mine, probing=node):
+            raise CacheUnavailable(f"the cache node {node} failed while its marks were dropped")
+        await self.drop_stale(self._rebuilds, probing=node)
 
     async def _answers(self, node: str) -> None:
         client = self.client
