@@ -6,6 +6,7 @@ import asyncio
 import sys
 
 from bench import (
+    cacheloss,
     clientimport,
     coldsearch,
     ingest,
@@ -22,6 +23,7 @@ from bench.loadpath import admission, cpu, platform
 
 BENCHMARKS = {
     "admission": admission.main,
+    "cacheloss": cacheloss.main,
     "clientimport": clientimport.main,
     "coldsearch": coldsearch.main,
     "ingest": ingest.main,

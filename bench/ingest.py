@@ -216,7 +216,7 @@ async def sinks(settings: Settings, evs: list[dict[str, Any]]) -> float:
         by_conv: dict[tuple[str, str], list[StoredMessage]] = {}
         for m in batch:
             by_conv.setdefault((m.tenant_id, m.conversation_id), []).append(m)
-        cold = await cache.append(by_conv)
+        cold = (await cache.append(by_conv)).cold
         await cache.warm({c: by_conv[c] for c in cold})
     elapsed = time.perf_counter() - started
     await client.aclose()

@@ -9,6 +9,7 @@ MemstreamError
 │   ├── InvalidEvent         an input record that cannot be accepted (``reason`` says why)
 │   └── Refused              a write refused for its data
 ├── ConfigurationError       settings that cannot work together
+├── CacheUnavailable         the hot cache (or its node for a key) fails: read the record instead
 ├── ReplayRefused            the consumer group is live: rewinding now would race it
 ├── LLMError                 the LLM endpoint gave no usable completion (``kind`` says why)
 ├── EmbeddingError           the embeddings endpoint gave no usable vectors
@@ -40,6 +41,10 @@ LLMErrorKind = Literal["http", "timeout", "connection", "bad_response", "empty"]
 
 class ConfigurationError(MemstreamError):
     """Settings that cannot work, found before anything runs."""
+
+
+class CacheUnavailable(MemstreamError):
+    """The hot cache, or the node a key lives on, failed or is not asked while it fails."""
 
 
 class HistoryBehind(Outage):

@@ -5,8 +5,9 @@ Order of effects for one batch, so that a crash at any point loses nothing:
 2. write the valid ones to the record in one idempotent multi-row INSERT, retrying with
    backoff while the database is down (offsets are not committed meanwhile);
 3. update the cache, best effort: a Redis failure is counted and the stream goes on, once the
-   batch's conversations are marked in the record for their cached copies to be dropped
-   (``memstream.store.rebuilds``; dropped with the next batch that reaches Redis);
+   conversations it missed are marked in the record for their cached copies to be dropped
+   (``memstream.store.rebuilds``; dropped with the next batch that reaches Redis); a node
+   that keeps failing is not asked (``memstream.store.cache``), so it costs no wait;
 4. only then does the caller acknowledge the batch's offsets.
 A redelivered batch repeats 2 and 3 with no visible change.
 """
@@ -172,25 +173,30 @@ class HistoryWriter:
         by_conversation: dict[ConversationKey, list[StoredMessage]] = defaultdict(list)
         for m in messages:
             by_conversation[(m.tenant_id, m.conversation_id)].append(m)
+        cache = self.cache
         try:
             if time.monotonic() >= self._sweep_at:
-                await self.cache.drop_stale(self.rebuilds)
+                # Marks on a failing node stay for its recovery (or the next sweep).
+                await cache.drop_stale(self.rebuilds)
                 self._sweep_at = time.monotonic() + STALE_SWEEP_SECONDS
-            cold = await self.cache.append(by_conversation)
-            if cold:
-                await self.cache.warm(
-                    await self.store.recent_many(cold, limit=self.cache.max_messages)
-                )
-            metrics.CACHE.labels("write", "ok").inc(len(by_conversation))
+            appended = await cache.append(by_conversation)
+            failed = appended.failed
+            if appended.cold:
+                recent = await self.store.recent_many(appended.cold, limit=cache.max_messages)
+                failed = failed + await cache.warm(recent)
         except Exception as exc:  # Redis is best effort: the record already holds the batch.
-            metrics.CACHE.labels("write", "error").inc(len(by_conversation))
             log.warning("cache update failed for %d conversations: %r", len(by_conversation), exc)
-            # The keys may hold part of the batch: marked before the batch is acknowledged, so
-            # no crash loses the mark, and dropped with the next batch that reaches Redis.
-            await self._retry_forever(
-                "mark_stale", partial(self.rebuilds.mark, list(by_conversation))
-            )
-            self._sweep_at = 0.0
+            failed = list(by_conversation)
+        # A node that fails is not asked (its breaker is open): its conversations cost a mark.
+        metrics.CACHE.labels("write", "ok").inc(len(by_conversation) - len(failed))
+        if not failed:
+            return
+        metrics.CACHE.labels("write", "error").inc(len(failed))
+        # The keys may hold part of the batch: marked before the batch is acknowledged, so
+        # no crash loses the mark, and dropped with the next batch that reaches Redis, or when
+        # a failing node answers again.
+        await self._retry_forever("mark_stale", partial(self.rebuilds.mark, failed))
+        self._sweep_at = 0.0
 
     @staticmethod
     def _count(batch: Triage, stored: int, rejected: list[DeadLetter]) -> None:

@@ -11,6 +11,7 @@ from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine
 from memstream.store.messages import MessageStore
+from memstream.store.rebuilds import CacheRebuilds
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,11 @@ class Resources:
                 prefix=settings.cache_prefix,
                 max_messages=settings.cache_max_messages,
                 ttl_seconds=settings.cache_ttl_seconds,
+                read_budget=settings.cache_read_budget_seconds,
+                breaker_failures=settings.cache_breaker_failures,
+                probe_seconds=settings.cache_probe_seconds,
+                # A node that answers again first drops the keys marked while it failed.
+                rebuilds=CacheRebuilds(engine),
             )
         else:
             log.warning("MEMSTREAM_REDIS_URL is empty: running without the hot cache")

@@ -109,6 +109,12 @@ class Settings(BaseSettings):
     cache_max_messages: int = Field(default=200, ge=1)
     cache_ttl_seconds: int = Field(default=3 * 24 * 3600, ge=1)
     redis_timeout_seconds: float = Field(default=0.5, gt=0)
+    # The load path waits this long for the cache (at most half its short-term limit), so
+    # that a slow cache leaves the record read its time; after this many failed calls in a row
+    # a node (or the one server) is not asked, and is probed this often until it answers.
+    cache_read_budget_seconds: float = Field(default=0.1, gt=0)
+    cache_breaker_failures: int = Field(default=3, ge=1)
+    cache_probe_seconds: float = Field(default=1.0, gt=0)
     batch_max_events: int = Field(default=5000, ge=1)
     batch_within_seconds: float = Field(default=0.2, gt=0)
     # After the API changes a user's memories, that user's reads stay on the primary this long,
@@ -237,6 +243,11 @@ class Settings(BaseSettings):
     def tenant_of_key(self) -> dict[str, str]:
         """API key -> tenant id; empty means open (dev) mode."""
         return _parse_api_keys(self.api_keys.get_secret_value())
+
+    @property
+    def api_open(self) -> bool:
+        """Open (dev) mode: neither tenant nor operator keys, so every tenant's data is open."""
+        return not self.tenant_of_key and not self.operator_of_key
 
     @cached_property
     def operator_of_key(self) -> dict[str, str]:

@@ -49,7 +49,7 @@ DESCRIPTION = (
 def create_app(settings: Settings) -> FastAPI:
     """The query API; refuses open mode (no API keys) on an address other than loopback
     unless ``MEMSTREAM_API_ALLOW_OPEN`` says so."""
-    open_mode = not settings.tenant_of_key
+    open_mode = settings.api_open
     if open_mode and not loopback(settings.api_host) and not settings.api_allow_open:
         raise ConfigurationError(
             f"MEMSTREAM_API_KEYS is empty and the API would listen on {settings.api_host!r}:"
@@ -61,7 +61,10 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if open_mode:
-            log.warning("MEMSTREAM_API_KEYS is empty: the API is open to every tenant (dev mode)")
+            log.warning(
+                "MEMSTREAM_API_KEYS and MEMSTREAM_API_ADMIN_KEYS are empty: the API is open to"
+                " every tenant (dev mode)"
+            )
         services = Services.open(settings)
         app.state.services = services
         if services.reads.lag is not None:
@@ -113,6 +116,7 @@ def create_app(settings: Settings) -> FastAPI:
         Gate,
         max_body_bytes=settings.api_max_body_bytes,
         keys=settings.tenant_of_key,
+        closed=not open_mode,
         hosts=host_check(parse_allowed(settings.api_allowed_hosts), open_mode),
     )
     if tracing.configure("memstream-api", user_ids=settings.trace_user_ids):

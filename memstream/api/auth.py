@@ -28,10 +28,12 @@ def authenticate(keys: dict[str, str], authorization: str) -> str:
 
 
 def check_tenant(request: Request, tenant_id: str) -> None:
-    """401 without a valid key, 403 for another tenant's data; open when no keys are set."""
-    keys: dict[str, str] = request.app.state.settings.tenant_of_key
-    if not keys:
+    """401 without a valid key, 403 for another tenant's data; open when no keys (of tenants
+    or operators) are set."""
+    settings = request.app.state.settings
+    if settings.api_open:
         return
+    keys: dict[str, str] = settings.tenant_of_key
     tenant = request.scope.get(TENANT)
     if tenant is None:  # a request that did not come through the gate
         tenant = authenticate(keys, request.headers.get("authorization", ""))

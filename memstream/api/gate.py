@@ -52,11 +52,14 @@ class Gate:
         *,
         max_body_bytes: int,
         keys: dict[str, str],
+        closed: bool | None = None,
         hosts: HostCheck | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.keys = keys
+        # Closed with keys of operators only too: then no key opens /v1 or /mcp (401).
+        self.closed = bool(keys) if closed is None else closed
         self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -69,7 +72,7 @@ class Gate:
             if not self.hosts(host):
                 await _refuse(send, 421, "host_not_allowed", f"this API does not answer {host!r}")
                 return
-        if self.keys and scope["path"].startswith(_PROTECTED):
+        if self.closed and scope["path"].startswith(_PROTECTED):
             try:
                 authorization = headers.get(b"authorization", b"").decode("latin-1")
                 scope[TENANT] = authenticate(self.keys, authorization)

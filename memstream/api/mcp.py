@@ -12,9 +12,11 @@ is refused by ``/v1``, 403, as a tool error), the user is ``X-Memstream-User-Id`
 without), the agent ``X-Memstream-Agent-Id`` (optional).
 
 Stateless, with JSON answers: each POST stands alone, so any API process behind a load balancer
-answers it and nothing is kept between requests. The SDK is imported (in a thread, a second of
-CPU) and its server started at the first ``/mcp`` request, so an API that serves none pays
-nothing for it; what that made is then frozen out of the garbage collector's full collections.
+answers it and nothing is kept between requests; a GET (the stream of server messages) or a
+DELETE (a session's end) has nothing to serve and is answered 405, never held open. The SDK is
+imported (in a thread, a second of CPU) and its server started at the first ``/mcp`` request,
+so an API that serves none pays nothing for it; what that made is then frozen out of the
+garbage collector's full collections.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def _id(headers: Mapping[str, str], name: str) -> str | None:
         return None
     if not value.strip() or len(value) > 128:
         raise ApiError(400, "invalid_request", f"{name} must be 1 to 128 characters")
+    if value != value.strip():
+        raise ApiError(400, "invalid_request", f"{name} must not start or end with white space")
     return value
 
 
@@ -117,6 +121,15 @@ class McpEndpoint:
         self._runner: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") != "POST":
+            # The SDK would hold a GET open as an event stream that never carries anything.
+            refusal = JSONResponse(
+                error_body("method_not_allowed", "/mcp is stateless: send each message as a POST"),
+                status_code=405,
+                headers={"allow": "POST"},
+            )
+            await refusal(scope, receive, send)
+            return
         try:
             scope[_SCOPE] = scope_of(Headers(scope=scope), self.settings.tenant_of_key)
         except ApiError as exc:

@@ -20,7 +20,7 @@ from typing import TypeVar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream import metrics, tracing
-from memstream.errors import ProviderUnavailable
+from memstream.errors import CacheUnavailable, ProviderUnavailable
 from memstream.loadpath.budget import budget_long_term, memory_line, prepare_items
 from memstream.loadpath.recent import Recent, RecentTurns
 from memstream.loadpath.window import Summary, build_window
@@ -30,6 +30,7 @@ from memstream.settings import Settings
 from memstream.store.agents import AgentConfig, long_term_enabled
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore
+from memstream.store.owners import foreign_conversation
 from memstream.store.searchstats import SearchStats
 from memstream.store.summaries import SummaryStore
 from memstream_client.contract.api import (
@@ -50,6 +51,9 @@ T = TypeVar("T")
 # is given up at the second, so the window still comes without it.
 CONFIG_SHARE = 0.4
 SUMMARY_SHARE = 0.8
+# The cache is given up by this share at the latest (and by its own read budget before), so a
+# slow or failing cache leaves the record read at least the rest.
+CACHE_SHARE = 0.5
 CONFIG_REFRESH_SECONDS = 5.0  # a background config read that takes longer is given up
 
 
@@ -85,6 +89,7 @@ class LoadPath:
         self._cache = cache
         self._router = router
         self._turns = RecentTurns(engine, messages, cache)
+        self._primary = messages.engine
         self._refreshing: dict[tuple[str, str], asyncio.Task[None]] = {}
         # Long-term searches per tenant and minute, flushed to ``search_stat`` in batches.
         self._search_stats = search_stats
@@ -235,9 +240,14 @@ class LoadPath:
     async def _short_term(
         self, req: ContextRequest, rounds: int, begun: float, degraded: _Degraded
     ) -> tuple[list[ContextMessage], int]:
+        if req.own_conversation and await foreign_conversation(
+            self._primary, req.tenant_id, req.conversation_id, req.user_id
+        ):
+            # On the primary: the cache may hold a message the replica has not yet.
+            return [], 0
         summary_by = begun + SUMMARY_SHARE * self._settings.short_term_timeout_seconds
         recent, summary = await self._read(
-            req.tenant_id, req.conversation_id, rounds * 3, summary_by, degraded
+            req.tenant_id, req.conversation_id, rounds * 3, begun, summary_by, degraded
         )
         window = build_window(
             recent.turns,
@@ -259,6 +269,7 @@ class LoadPath:
         tenant_id: str,
         conversation_id: str,
         limit: int,
+        begun: float,
         summary_by: float,
         degraded: _Degraded,
     ) -> tuple[Recent, Summary | None]:
@@ -267,10 +278,22 @@ class LoadPath:
         recent: Recent | None = None
         cached: tuple[str, int] | None = None
         if self._cache is not None:
+            settings = self._settings
+            cache_by = min(
+                asyncio.get_running_loop().time() + settings.cache_read_budget_seconds,
+                begun + CACHE_SHARE * settings.short_term_timeout_seconds,
+            )
             try:
                 with tracing.span("cache read") as part:
-                    recent, cached = await self._turns.from_cache(tenant_id, conversation_id, limit)
+                    recent, cached = await self._turns.from_cache(
+                        tenant_id, conversation_id, limit, cache_by
+                    )
                     part.set(hit=recent is not None)
+            except CacheUnavailable as exc:
+                # Counted and logged once by the cache's breaker; each request says so.
+                log.debug("cache read failed: %r", exc)
+                metrics.CACHE.labels("read", "error").inc()
+                degraded.add("cache")
             except Exception as exc:
                 log.warning("cache read failed: %r", exc)
                 metrics.CACHE.labels("read", "error").inc()
@@ -309,6 +332,7 @@ class LoadPath:
         cache = self._cache
         if cache is not None:
             text_, tokens = (stored.text, stored.token_count) if stored else ("", 0)
+            loop_now = asyncio.get_running_loop().time()
             try:
                 await cache.cache_summary(
                     tenant_id,
@@ -316,6 +340,7 @@ class LoadPath:
                     text_,
                     tokens,
                     self._settings.summary_cache_ttl_seconds,
+                    deadline=loop_now + self._settings.cache_read_budget_seconds,
                 )
             except Exception:
                 degraded.add("cache")

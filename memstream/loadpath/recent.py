@@ -5,6 +5,7 @@ Rounds count chat turns: tool calls, tool results and status rows are skipped, n
 One more turn than asked for is read, which says whether older history was left out (the
 summary's cue). The cache holds the newest ``max_messages`` messages of every type; when those
 hold too few turns and the cache may have dropped older ones, the record answers instead.
+The cache's calls are bounded by one deadline, so that the record read keeps its time.
 """
 
 from __future__ import annotations
@@ -28,15 +29,6 @@ log = logging.getLogger(__name__)
 
 MAX_REWARMS = 8
 """Cache re-warms running at once; a miss beyond them is left to a later request."""
-
-# The size of a conversation's cached history, its newest ARGV[1] members and its cached
-# summary, in one command: cheaper for the client than a pipeline of three.
-_READ = """
-local size = redis.call('ZCARD', KEYS[1])
-local newest = {}
-if size > 0 then newest = redis.call('ZRANGE', KEYS[1], -tonumber(ARGV[1]), -1) end
-return {size, newest, redis.call('GET', KEYS[2])}
-"""
 
 
 class Turn(NamedTuple):
@@ -78,7 +70,6 @@ class RecentTurns:
         self._messages = messages
         self._cache = cache
         self._rewarming: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._read = cache.script(_READ) if cache is not None else None
 
     async def close(self) -> None:
         """Cancel the re-warms still running."""
@@ -86,16 +77,14 @@ class RecentTurns:
             task.cancel()
 
     async def from_cache(
-        self, tenant_id: str, conversation_id: str, limit: int
+        self, tenant_id: str, conversation_id: str, limit: int, deadline: float
     ) -> tuple[Recent | None, tuple[str, int] | None]:
         """The cache's turns (None when it cannot answer them; a miss re-warms the key) and
-        its summary entry (``cached_summary``'s answer), read in one round trip."""
-        cache, read = self._cache, self._read
-        assert cache is not None and read is not None
-        key = cache.key(tenant_id, conversation_id)
-        summary_key = cache.summary_key(tenant_id, conversation_id)
-        await cache.ready()
-        size, raw, summary = await read(keys=[key, summary_key], args=[limit + 1])
+        its summary entry (``cached_summary``'s answer), read in one round trip by
+        ``deadline`` (the loop's clock); ``CacheUnavailable`` when the cache fails."""
+        cache = self._cache
+        assert cache is not None
+        size, raw, summary = await cache.newest(tenant_id, conversation_id, limit + 1, deadline)
         cached_summary = None if summary is None else _summary_entry(summary)
         if not size:
             metrics.CACHE.labels("read", "miss").inc()
@@ -105,7 +94,7 @@ class RecentTurns:
         turns = _turns(raw)
         if len(turns) <= limit and size > len(raw):
             # Tool and status rows among the newest: the whole cached history has the turns.
-            turns = _turns(await cache.client.zrange(key, 0, -1))
+            turns = _turns(await cache.members(tenant_id, conversation_id, deadline))
         if len(turns) <= limit and size >= cache.max_messages:
             return None, cached_summary  # older turns may be in the record only
         return _newest(turns, limit), cached_summary
@@ -133,6 +122,8 @@ class RecentTurns:
             return
         cache = self._cache
         assert cache is not None
+        if not cache.asks(cache.key(tenant_id, conversation_id)):
+            return  # its node fails: the record read would be for nothing
 
         async def run() -> None:
             try:

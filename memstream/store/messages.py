@@ -46,6 +46,10 @@ class MessageStore:
         self._engine = engine
         self._insert = self._idempotent_insert(engine.dialect.name)
 
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
     @staticmethod
     def _idempotent_insert(dialect: str) -> Insert:
         # A duplicate (tenant_id, event_id) is a no-op, never an error: redelivery is normal.

@@ -160,3 +160,23 @@ def test_the_dashboard_forbids_framing_and_foreign_content(open_api: tuple[Launc
     assert page.headers["x-content-type-options"] == "nosniff"
     health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
     assert health.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_operator_keys_alone_leave_no_route_open(services: Settings) -> None:
+    """With only MEMSTREAM_API_ADMIN_KEYS set the API is not in open mode: no tenant's data
+    answers without a tenant's key, and an operator's key is not one."""
+    settings = isolated_settings(api_admin_keys="op-key:oncall")
+    body = {"tenant_id": "acme", "user_id": "u1", "conversation_id": "c1", "query": "hi"}
+    async with client_for(settings) as api:
+        for headers in ({}, {"authorization": "Bearer op-key"}):
+            context = await api.post("/v1/context", json=body, headers=headers)
+            assert context.status_code == 401, context.text
+            listed = await api.get(
+                "/v1/memories", params={"tenant_id": "acme", "user_id": "u1"}, headers=headers
+            )
+            assert listed.status_code == 401, listed.text
+            scope = {"x-memstream-user-id": "u1", "x-memstream-tenant-id": "acme"}
+            tools = await api.post("/mcp", json={}, headers={**headers, **scope})
+            assert tools.status_code == 401, tools.text
+            tenants = await api.get("/dashboard/tenants", headers=headers)
+            assert tenants.json() == {"open": False, "tenants": []}

@@ -5,10 +5,12 @@ tenant is refused, and an API error becomes a tool error carrying the API's mess
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -17,9 +19,13 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.topics import ensure_topics
 from memstream.settings import Settings
+from memstream.store.messages import MessageStore, StoredMessage
+from memstream.store.summaries import Summary, SummaryStore
+from memstream.text.tokens import count_tokens
 from memstream_client import Publisher
 from tests.support import REPO
 from tests.support.processes import api_process
@@ -63,10 +69,10 @@ def over_http(served: Served, key: str, **headers: str) -> Client:
     return Client(streamable_http_client(f"{served.url}/mcp", http_client=http))
 
 
-def over_stdio(served: Served, key: str, user: str, *command: str) -> Client:
+def over_stdio(served: Served, key: str, user: str, *command: str, agent: str = "travel") -> Client:
     """The SDK's client on a stdio server it starts: ``command`` with the scope's options."""
     paths = [str(REPO), str(REPO / "clients" / "python"), os.environ.get("PYTHONPATH", "")]
-    scope = {"--tenant-id": served.tenant, "--user-id": user, "--agent-id": "travel"}
+    scope = {"--tenant-id": served.tenant, "--user-id": user, "--agent-id": agent}
     options = [part for option in scope.items() for part in option]
     parameters = StdioServerParameters(
         command=sys.executable,
@@ -205,3 +211,103 @@ async def test_get_context_carries_the_turns_the_worker_stored(
             ]
 
         await eventually(stored, within=60, what="the worker's turns through get_context")
+
+
+async def stored_conversation(served: Served, engine: AsyncEngine, user: str) -> str:
+    """A conversation of ``user`` in the record, with a summary, as the worker writes them."""
+    conversation = unique("c")
+    start = datetime(2026, 3, 1, 9, 0)
+    lines = [("user", f"{user} keeps the safe code 4711."), ("assistant", "Noted.")]
+
+    def stored(i: int, role: str, content: str) -> StoredMessage:
+        return StoredMessage(
+            tenant_id=served.tenant, conversation_id=conversation,
+            event_id=f"{conversation}-{i}", user_id=user, agent_id="travel", role=role,
+            message_type="chat", content=content, token_count=count_tokens(content),
+            created_at=start + timedelta(seconds=i), source_conversation_id=conversation,
+        )  # fmt: skip
+
+    await MessageStore(engine).insert_many([stored(i, *line) for i, line in enumerate(lines)])
+    summary = f"Earlier {user} said the safe code is 4711."
+    await SummaryStore(engine).save(
+        served.tenant, conversation, Summary(summary, count_tokens(summary)),
+        covered=2, last_message_id=0,
+    )  # fmt: skip
+    return conversation
+
+
+async def reaches_only_its_own_user(
+    client: Client, served: Served, conversation: str, theirs: str
+) -> None:
+    """A model connected as one user names another user's conversation and memory: it reads
+    no turn nor summary of it, and deletes nothing."""
+    context = await structured(
+        client, "get_context", {"query": "safe code", "conversation_id": conversation}
+    )
+    assert context["messages"] == []
+    assert "4711" not in json.dumps(context)
+    refused = await client.call_tool("delete_memory", {"memory_id": theirs})
+    assert refused.is_error and "404 not_found" in text(refused)
+
+
+async def test_the_tools_reach_no_other_users_conversation_or_memory(
+    served: Served, engine: AsyncEngine
+) -> None:
+    owner, intruder = unique("u"), unique("u")
+    conversation = await stored_conversation(served, engine, owner)
+    async with httpx.AsyncClient(
+        base_url=served.url, timeout=30, headers={"authorization": f"Bearer {served.key}"}
+    ) as http:
+        # An agent that reads the summary alone (no turns): the summary is reached too.
+        config = await http.put(
+            "/v1/agents/summarised/config",
+            params={"tenant_id": served.tenant},
+            json={"context_rounds": 0, "model_target_id": "m1"},
+        )
+        assert config.status_code == 200, config.text
+        added = await http.post(
+            "/v1/memories",
+            json={"tenant_id": served.tenant, "user_id": owner, "agent_id": "travel",
+                  "cube_id": "user_profile", "memory_type": "text_mem",
+                  "content": "The user keeps a safe at home.", "importance": 5},
+        )  # fmt: skip
+        assert added.status_code == 201, added.text
+        theirs = added.json()["id"]
+
+        scope = {"x-memstream-user-id": intruder, "x-memstream-agent-id": "travel"}
+        async with over_http(served, served.key, **scope) as client:
+            await reaches_only_its_own_user(client, served, conversation, theirs)
+        scope = {"x-memstream-user-id": intruder, "x-memstream-agent-id": "summarised"}
+        async with over_http(served, served.key, **scope) as client:
+            await reaches_only_its_own_user(client, served, conversation, theirs)
+        stdio = over_stdio(served, served.key, intruder, "-m", "memstream_client.mcp")
+        async with stdio as client:
+            await reaches_only_its_own_user(client, served, conversation, theirs)
+
+        # The owner reaches all: what the intruder did not get is there to get.
+        async def owners(agent: str) -> list[str]:
+            scope = {"x-memstream-user-id": owner, "x-memstream-agent-id": agent}
+            async with over_http(served, served.key, **scope) as client:
+                context = await structured(
+                    client, "get_context", {"query": "safe code", "conversation_id": conversation}
+                )
+            return [m["content"] for m in context["messages"]]
+
+        assert await owners("travel") == [f"{owner} keeps the safe code 4711.", "Noted."]
+        assert "4711" in (await owners("summarised"))[0]
+        listed = await http.get(
+            "/v1/memories",
+            params={"tenant_id": served.tenant, "user_id": owner, "agent_id": "travel"},
+        )
+        assert theirs in [item["id"] for item in listed.json()["items"]]
+
+
+async def test_a_get_on_mcp_opens_no_stream(served: Served) -> None:
+    headers = {"authorization": f"Bearer {served.key}", "x-memstream-user-id": "u1",
+               "accept": "text/event-stream"}  # fmt: skip
+    async with httpx.AsyncClient(base_url=served.url, timeout=5) as http:
+        for method in ("GET", "DELETE"):
+            answer = await http.request(method, "/mcp", headers=headers)
+            assert answer.status_code == 405, answer.text
+            assert answer.headers["allow"] == "POST"
+            assert answer.json()["error"]["code"] == "method_not_allowed"

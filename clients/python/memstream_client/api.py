@@ -145,9 +145,11 @@ def context_call(
     agent_id: str | None = None,
     context_rounds: int | None = None,
     filter_sensitive: bool = True,
+    own_conversation: bool = False,
 ) -> Call[ContextResponse]:
     """``POST /v1/context``: the context of the next model call (short-term window and
-    long-term memory)."""
+    long-term memory); with ``own_conversation``, no turns of a conversation that holds
+    another user's messages."""
     body = ContextRequest(
         tenant_id=tenant_id,
         user_id=user_id,
@@ -156,6 +158,7 @@ def context_call(
         query=query,
         context_rounds=context_rounds,
         filter_sensitive=filter_sensitive,
+        own_conversation=own_conversation,
     )
     return Call("POST", "/v1/context", ContextResponse, body=body)
 
@@ -214,10 +217,18 @@ def add_memory_call(
     return Call("POST", "/v1/memories", MemoryOut, body=body)
 
 
-def delete_memory_call(*, tenant_id: str, memory_id: str) -> Call[DeletedResponse]:
-    """``DELETE /v1/memories/{id}``: expire one memory."""
+def delete_memory_call(
+    *, tenant_id: str, memory_id: str, user_id: str | None = None
+) -> Call[DeletedResponse]:
+    """``DELETE /v1/memories/{id}``: expire one memory (with ``user_id``, only if it is that
+    user's: 404 otherwise)."""
     path = f"/v1/memories/{quote(memory_id, safe='')}"
-    return Call("DELETE", path, DeletedResponse, params={"tenant_id": tenant_id})
+    params = (
+        {"tenant_id": tenant_id}
+        if user_id is None
+        else {"tenant_id": tenant_id, "user_id": user_id}
+    )
+    return Call("DELETE", path, DeletedResponse, params=params)
 
 
 def forget_user_call(*, tenant_id: str, user_id: str) -> Call[DeletedResponse]:

@@ -62,7 +62,7 @@ async def pipeline(request: Request, services: ServicesDep) -> dict[str, Any]:
 async def tenants(services: ServicesDep) -> dict[str, Any]:
     """In open mode, the tenants with stored messages, the most recently active first; with
     API keys set, none (a key names its own tenant)."""
-    if services.settings.tenant_of_key:
+    if not services.settings.api_open:
         return {"open": False, "tenants": []}
     t = conversation_message
     latest = func.max(t.c.created_at)

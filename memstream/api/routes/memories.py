@@ -17,6 +17,7 @@ from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
 from memstream.providers import degraded
+from memstream.store.owners import memory_of_user
 from memstream_client.contract.api import (
     AddMemoryRequest,
     DeletedResponse,
@@ -104,8 +105,15 @@ async def delete_memory(
     tenant_id: Annotated[Id, Query()],
     request: Request,
     services: ServicesDep,
+    user_id: Annotated[
+        Id | None, Query(description="delete it only if it is this user's memory (else 404)")
+    ] = None,
 ) -> DeletedResponse:
     check_tenant(request, tenant_id)
+    if user_id is not None and not await memory_of_user(
+        services.engine, tenant_id, memory_id, user_id
+    ):
+        raise ApiError(404, "not_found", f"no live memory {memory_id!r} of this user")
     deleted = await forget.forget_memory(services.router, services.engine, tenant_id, memory_id)
     if not deleted:
         raise ApiError(404, "not_found", f"no live memory {memory_id!r} in this tenant")

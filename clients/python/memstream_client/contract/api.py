@@ -13,7 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"\S")]
+# Neither starting nor ending with white space: the database pads with spaces when it compares,
+# so "u1 " would be "u1" there (the event schemas say the same).
+Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^\S([\s\S]*\S)?$")]
 Text = Annotated[str, StringConstraints(max_length=32768)]
 ProviderName = Literal["MEMOS", "MEM0", "MYSQL"]
 MemoryType = Literal["text_mem", "pref_mem", "skill_mem", "tool_mem"]
@@ -58,6 +60,9 @@ class ContextRequest(RequestBody):
     # 0 is no history: the summary alone, if there is one.
     context_rounds: int | None = Field(default=None, ge=0, le=500)
     filter_sensitive: bool = True
+    # The conversation's turns and summary only when every stored message of it is this
+    # user's, else none: what a model may name (the MCP tools) reaches no other user's chat.
+    own_conversation: bool = False
 
 
 class ContextMessage(Shape):

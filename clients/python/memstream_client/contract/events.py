@@ -67,14 +67,17 @@ def _storable(value: datetime | None) -> datetime | None:
     return value
 
 
-def _not_blank(value: str) -> str:
-    # Python's notion of white space, the same as the schemas' "\\S" pattern under jsonschema.
+def _exact(value: str) -> str:
+    # Python's notion of white space, the same as the schemas' "\\S" under jsonschema. The
+    # database pads with spaces when it compares, so "u1 " would be "u1" there: refused.
     if not value.strip():
         raise ValueError("must contain a character that is not white space")
+    if value != value.strip():
+        raise ValueError("must not start or end with white space")
     return value
 
 
-Id = Annotated[StrictStr, Field(min_length=1, max_length=128), AfterValidator(_not_blank)]
+Id = Annotated[StrictStr, Field(min_length=1, max_length=128), AfterValidator(_exact)]
 NumericId = Annotated[Id, BeforeValidator(_id_from_int)]
 Timestamp = Annotated[datetime | None, BeforeValidator(_rfc3339), AfterValidator(_storable)]
 Role = Literal["user", "assistant", "system", "tool"]

@@ -135,6 +135,8 @@ def memory_server(connect: Connect, *, log_level: str = "WARNING") -> MCPServer:
                 agent_id=s.agent_id,
                 conversation_id=conversation_id,
                 query=query,
+                # The model names the conversation: only one of this user's is read.
+                own_conversation=True,
             ),
         )
 
@@ -192,7 +194,10 @@ def memory_server(connect: Connect, *, log_level: str = "WARNING") -> MCPServer:
         """Forget one memory by its id, when the user asks to or it is wrong. Answers the ids
         deleted."""
         return await answer(
-            ctx, lambda api, s: api.delete_memory(tenant_id=s.tenant_id, memory_id=memory_id)
+            ctx,
+            lambda api, s: api.delete_memory(
+                tenant_id=s.tenant_id, memory_id=memory_id, user_id=s.user_id
+            ),
         )
 
     return server
