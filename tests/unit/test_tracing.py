@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from memstream import tracing
 from memstream.agents.retry import Redelivery
-from memstream.changes.model import API, Cause, added, removed, value_of
+from memstream.changes.model import API, Cause, added, removed
 from memstream.events.deadletter import SourceRecord
 from memstream.failure.tiers import Failing, RetryRecord
 from memstream.longterm.payloads import Session, dumps, loads, session_of
@@ -29,6 +29,7 @@ from memstream.memory import MemoryItem
 from memstream.streams.app import app, settings
 from memstream.streams.stage import Settle
 from memstream.streams.topics import dead_letter, lt_judge, retry_tiers
+from memstream_client.contract.changes import value_of
 from memstream_client.contract.events import SessionEnded
 from memstream_client.contract.schemas import validator
 from tests.support.stages import Running, running
