@@ -43,6 +43,9 @@ def resolver() -> LLMConflictResolver | None:
 async def apply(value: bytes, kept: bytes | None, keep: Callable[[bytes], Awaitable[None]]) -> None:
     """Plan the session (unless a plan was kept from an earlier try), keep the plan, apply it."""
     current, candidates, _ = read(value)
+    if await shared.forgotten_before(current.tenant_id, current.user_id, current.origin):
+        metrics.EVENTS.labels(STAGE, "dropped_forgotten").inc()
+        return
     provider = await shared.router().for_agent(current.tenant_id, current.agent_id)
     if kept is None:
         verdict = await plan(current, candidates, provider, resolver())
@@ -53,7 +56,8 @@ async def apply(value: bytes, kept: bytes | None, keep: Callable[[bytes], Awaita
         await keep(kept)
     _, store, expire = read_plan(kept)
     retention = Retention.of(settings.episode_retention_days, settings.episode_max_per_user)
-    gone = await persist(provider, current, store, expire, retention)
+    overtaken = partial(shared.overtaken, current.tenant_id, current.user_id, current.origin, STAGE)
+    gone = await persist(provider, current, store, expire, retention, overtaken)
     metrics.MEMORIES.labels("stored").inc(len(store))
     metrics.MEMORIES.labels("expired").inc(len(gone))
 

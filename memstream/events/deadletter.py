@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from memstream.errors import InvalidEvent
+from memstream.events.origin import Origin
 
 
 def kafka_time(timestamp: float | None) -> datetime | None:
@@ -36,6 +37,13 @@ class SourceRecord:
     timestamp: float | None  # seconds since the epoch, as Kafka stamped the record
     key: bytes | None
     value: bytes | None
+    # The public record this one stems from, when it is a retry or a redriven dead letter.
+    origin: Origin | None = None
+
+    @property
+    def first(self) -> Origin:
+        """Where the public record this work stems from sits (this record, on a first try)."""
+        return self.origin or Origin(self.topic, self.partition, self.offset)
 
     @property
     def time(self) -> datetime:
@@ -74,6 +82,9 @@ def _source(source: SourceRecord) -> dict[str, Any]:
         "offset": source.offset,
         "timestamp": _rfc3339(moment) if moment is not None else None,
     }
+    if source.origin is not None:
+        first = source.origin
+        out["origin"] = {"topic": first.topic, "partition": first.partition, "offset": first.offset}
     stamp = source.timestamp
     # Kafka's own range (int64 milliseconds); no broker stamped anything beyond it.
     if moment is None and stamp is not None and math.isfinite(stamp) and abs(stamp) < 2**63 / 1000:
@@ -121,6 +132,16 @@ class Letter:
     source_offset: int | None
     failed_at: datetime | None
     payload: bytes | None
+    origin: Origin | None = None  # the public record it stems from, when not its source
+
+    @property
+    def first(self) -> Origin | None:
+        """Where the public record the letter stems from sits, when known."""
+        if self.origin is not None:
+            return self.origin
+        if self.source_partition is None or self.source_offset is None:
+            return None
+        return Origin(self.source_topic, self.source_partition, self.source_offset)
 
 
 def read_letter(partition: int, offset: int, key: bytes | None, value: bytes | None) -> Letter:
@@ -146,7 +167,18 @@ def read_letter(partition: int, offset: int, key: bytes | None, value: bytes | N
         source_offset=_integer(source.get("offset")),
         failed_at=_time(record.get("failed_at")),
         payload=_payload(record.get("payload"), record.get("payload_encoding")),
+        origin=_origin(source.get("origin")),
     )
+
+
+def _origin(value: Any) -> Origin | None:
+    if not isinstance(value, dict):
+        return None
+    topic = value.get("topic")
+    partition, offset = _integer(value.get("partition")), _integer(value.get("offset"))
+    if not isinstance(topic, str) or partition is None or offset is None:
+        return None
+    return Origin(topic, partition, offset)
 
 
 def _text(value: Any) -> str:
