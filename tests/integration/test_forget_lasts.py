@@ -3,17 +3,25 @@ topics, a retry, a redrive or a session in flight, and what the user says after 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.groups import caught_up
 from memstream.broker.topics import publish
+from memstream.events.deadletter import SourceRecord
+from memstream.history import HistoryWriter
 from memstream.settings import Settings
+from memstream.store.forgets import ForgetSet, ForgetStore
+from memstream.store.messages import MessageStore, StoredMessage
+from memstream.store.rebuilds import CacheRebuilds
 from memstream.store.schema import conversation_message, long_term_memory, user_forget
+from tests.fakes.llm import Reply, Script
 from tests.support.api import client_for
 from tests.support.kafka import chain_idle, message, read_topic
 from tests.support.processes import run_cli, worker_metric
@@ -233,3 +241,88 @@ async def test_a_forget_is_recorded_with_the_ends_of_the_input_topics(
     assert sorted(map(int, offsets[settings.topic("session-ended")])) == list(
         range(settings.topic_partitions)
     )
+
+
+async def test_a_session_the_judge_holds_at_the_forget_writes_nothing(
+    services: Settings,
+    tenant: str,
+    engine: AsyncEngine,
+    start_worker: Any,
+    llm_server: tuple[str, Script],
+) -> None:
+    url, script = llm_server
+    script.reset()
+    # The model takes its time with the first session, then fails: the rules judge it.
+    script.replies.append(Reply(status=500, delay=8.0))
+    settings = isolated_settings(llm_base_url=url, llm_model="m", agent_config_cache_seconds=0)
+    start_worker(settings)
+    await publish(settings, "message-written", said(tenant, "u1", "c1", ["I live in Lisbon."]))
+    await publish(settings, "session-ended", [ended(tenant, "u1", "c1")])
+
+    async def judging() -> bool:
+        asked = [m.get("content", "") for r in list(script.requests) for m in r["messages"]]
+        return any("Lisbon" in text for text in asked)
+
+    await eventually(judging, within=90, what="the judge asking the model about the session")
+    async with client_for(settings) as api:
+        await forget(api, tenant, "u1", purge=True)
+    await publish(settings, "message-written", said(tenant, "u1", "c2", ["I keep goats."]))
+    await publish(settings, "session-ended", [ended(tenant, "u1", "c2")])
+    await remembered(engine, tenant, "u1", "goats")
+    assert "lisbon" not in " ".join(await memories(engine, tenant, "u1")).lower()
+    assert await messages(engine, tenant, "u1") == ["c2-0", "c2-1"]
+
+
+def batch(tenant: str, topic: str, users: list[str]) -> list[SourceRecord]:
+    """One message of each of ``users`` (conversation ``c-<user>``), at offsets 0, 1, ..."""
+    return [
+        SourceRecord(topic, 0, n, None, b"c", orjson.dumps(message(tenant, f"c-{u}", n, user_id=u)))
+        for n, u in enumerate(users)
+    ]
+
+
+async def no_dead_letters(letters: object) -> None:
+    raise AssertionError(f"no dead letter expected: {letters!r}")
+
+
+async def test_a_history_batch_a_forget_overtakes_is_taken_back(
+    settings: Settings, tenant: str, engine: AsyncEngine
+) -> None:
+    topic = settings.topic("message-written")
+    forgets = ForgetStore(engine)
+
+    class Overtaken(MessageStore):
+        """The record, with a forget of u1 that begins while the batch is on its way in."""
+
+        async def insert_many(self, messages: Sequence[StoredMessage]) -> None:
+            await forgets.record(tenant, "u1", {topic: {0: 2}}, purge=True)
+            await super().insert_many(messages)
+
+    writer = HistoryWriter(
+        Overtaken(engine),
+        None,
+        no_dead_letters,
+        rebuilds=CacheRebuilds(engine),
+        max_content_chars=1000,
+        forgets=ForgetSet(forgets),
+    )
+    await writer.process(batch(tenant, topic, ["u1", "u2", "u3"]))
+    assert await messages(engine, tenant, "u1") == []  # taken back once in
+    assert await messages(engine, tenant, "u2") == ["c-u2-1"]
+
+    # Sent again (a redelivery), the forget is known first: u1's message is never written.
+    plain = HistoryWriter(
+        MessageStore(engine),
+        None,
+        no_dead_letters,
+        rebuilds=CacheRebuilds(engine),
+        max_content_chars=1000,
+        forgets=ForgetSet(forgets),
+    )
+    dropped = await plain.process(batch(tenant, topic, ["u1", "u2"]))
+    assert dropped.forgotten == 1 and len(dropped.accepted) == 1
+    assert await messages(engine, tenant, "u1") == []
+    # What u1 says after the forget (past the partition's end then) is stored.
+    later = batch(tenant, topic, ["u2", "u3", "u1"])
+    assert (await plain.process(later)).forgotten == 0
+    assert await messages(engine, tenant, "u1") == ["c-u1-2"]
