@@ -8,6 +8,7 @@ import sys
 from bench import (
     clientimport,
     coldsearch,
+    forgets,
     ingest,
     loadpath,
     locomo,
@@ -21,6 +22,7 @@ from bench.loadpath import cpu, platform
 BENCHMARKS = {
     "clientimport": clientimport.main,
     "coldsearch": coldsearch.main,
+    "forgets": forgets.main,
     "ingest": ingest.main,
     "loadpath": loadpath.main,
     "loadcpu": cpu.main,

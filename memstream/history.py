@@ -145,7 +145,8 @@ class HistoryWriter:
         """Leave out the events of users whose history was forgotten after they were sent."""
         if self.forgets is None:
             return
-        batch.forget_mark = await self._fresh_forgets()
+        # A copy up to MEMSTREAM_FORGET_REFRESH_SECONDS old: what it misses is taken back.
+        batch.forget_mark = await self._forgets_now(fresh=False)
         kept = [
             (m, r)
             for m, r in batch.accepted
@@ -160,7 +161,7 @@ class HistoryWriter:
         mark = batch.forget_mark
         if self.forgets is None or mark is None or not stored:
             return
-        await self._fresh_forgets()
+        await self._forgets_now(fresh=True)
         users = self.forgets.since(mark, history=True)
         if not users:
             return
@@ -186,12 +187,12 @@ class HistoryWriter:
                 await self._retry_forever("mark_stale", partial(self.rebuilds.mark, conversations))
         batch.forgotten += len(covered)
 
-    async def _fresh_forgets(self) -> int:
+    async def _forgets_now(self, *, fresh: bool) -> int:
         assert self.forgets is not None
         marks: list[int] = []
 
         async def refresh() -> None:
-            marks.append(await self.forgets.refresh(fresh=True))  # type: ignore[union-attr]
+            marks.append(await self.forgets.refresh(fresh=fresh))  # type: ignore[union-attr]
 
         await self._retry_forever("forgets", refresh)
         return marks[-1]

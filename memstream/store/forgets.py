@@ -8,8 +8,9 @@ only later records. The copy is refreshed with one indexed query for the rows ad
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -89,8 +90,8 @@ class ForgetStore:
         key = done.inserted_primary_key
         return int(key[0]) if key else 0
 
-    async def since(self, last_id: int) -> list[Any]:
-        """The rows recorded after ``last_id``, oldest first."""
+    async def since(self, last_id: int, known: Sequence[int] = ()) -> list[Any]:
+        """The rows recorded after ``last_id`` but ``known``, oldest first."""
         f = user_forget.c
         query = (
             select(f.id, f.tenant_id, f.user_id, f.purge_history, f.offsets)
@@ -98,6 +99,8 @@ class ForgetStore:
             .where(f.id > last_id)
             .order_by(f.id)
         )
+        if known:
+            query = query.where(f.id.not_in(list(known)))
         async with self.engine.connect() as conn:
             return list((await conn.execute(query)).all())
 
@@ -111,7 +114,7 @@ class ForgetSet:
         self.max_age = max_age
         self.users: dict[User, Forgotten] = {}
         self.last_id = 0
-        self._applied: set[int] = set()
+        self._applied: list[int] = []  # ids, sorted
         self._log: list[tuple[User, bool]] = []  # the rows applied, in the order applied
         self._read_at = float("-inf")
 
@@ -122,13 +125,16 @@ class ForgetSet:
             started = time.monotonic()
             # Ids are handed out before commit, so a row can show up after a higher one: the
             # newest ones are read again.
-            self.apply(await self.store.since(max(0, self.last_id - LOOKBACK)))
+            low = max(0, self.last_id - LOOKBACK)
+            known = self._applied[bisect.bisect_right(self._applied, low) :]
+            self.apply(await self.store.since(low, known))
             self._read_at = started
         return len(self._log)
 
     def apply(self, rows: Iterable[Any]) -> None:
         for row in rows:
-            if int(row.id) in self._applied:
+            at = bisect.bisect_left(self._applied, int(row.id))
+            if at < len(self._applied) and self._applied[at] == int(row.id):
                 continue
             user = (row.tenant_id, row.user_id)
             purge = bool(row.purge_history)
@@ -136,7 +142,7 @@ class ForgetSet:
                 row.offsets, purge, int(row.message_id), int(row.change_seq)
             )
             self.last_id = max(self.last_id, int(row.id))
-            self._applied.add(int(row.id))
+            self._applied.insert(at, int(row.id))
             self._log.append((user, purge))
 
     def since(self, mark: int, *, history: bool = False) -> set[User]:
