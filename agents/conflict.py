@@ -54,6 +54,9 @@ async def _apply(
     kept: bytes | None,
     keep: Callable[[bytes], Awaitable[None]],
 ) -> None:
+    if await shared.forgotten_before(current.tenant_id, current.user_id, current.origin):
+        metrics.EVENTS.labels(STAGE, "dropped_forgotten").inc()
+        return
     provider = await shared.router().for_agent(current.tenant_id, current.agent_id)
     if kept is None:
         verdict = await plan(current, candidates, provider, resolver())
@@ -64,7 +67,8 @@ async def _apply(
         await keep(kept)
     _, store, expire = read_plan(kept)
     retention = Retention.of(settings.episode_retention_days, settings.episode_max_per_user)
-    gone = await persist(provider, current, store, expire, retention)
+    overtaken = partial(shared.overtaken, current.tenant_id, current.user_id, current.origin, STAGE)
+    gone = await persist(provider, current, store, expire, retention, overtaken)
     metrics.MEMORIES.labels("stored").inc(len(store))
     metrics.MEMORIES.labels("expired").inc(len(gone))
 

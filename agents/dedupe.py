@@ -30,6 +30,7 @@ def read(raw: bytes | None) -> Candidates:
 
 async def handle(proposed: Candidates, source: SourceRecord) -> None:
     current, found, at = proposed
+    # No forget check here (no IO, nothing written): the conflict stage drops the session.
     candidates = dedupe_candidates(found)
     metrics.EVENTS.labels(STAGE, "candidates").inc(len(candidates))
     if not candidates:

@@ -14,11 +14,13 @@ from memstream import metrics, tracing
 from memstream.broker.clients import make_consumer, stop_consumer
 from memstream.events.checks import summary_checks
 from memstream.events.deadletter import SourceRecord
+from memstream.events.origin import origin_in
 from memstream.failure.inplace import retry_forever
 from memstream.history import STAGE, HistoryWriter, Triage
 from memstream.metrics import Lag
 from memstream.roles import history_group
 from memstream.runtime import Resources
+from memstream.store.forgets import ForgetSet, ForgetStore
 from memstream.store.rebuilds import CacheRebuilds
 from memstream.streams import shared
 from memstream.streams.app import app, settings
@@ -55,6 +57,7 @@ def source(record: ConsumerRecord[bytes, bytes]) -> SourceRecord:
     return SourceRecord(
         record.topic, record.partition, record.offset, timestamp, record.key, record.value,
         record.headers,
+        origin_in(record.headers),
     )  # fmt: skip
 
 
@@ -161,6 +164,7 @@ async def history() -> None:
         rebuilds=CacheRebuilds(resources.engine),
         max_content_chars=settings.max_content_chars,
         max_backoff=settings.db_retry_max_seconds,
+        forgets=ForgetSet(ForgetStore(resources.engine), settings.forget_refresh_seconds),
     )
     consumer = make_consumer(
         settings,

@@ -16,7 +16,11 @@ from memstream.longterm.payloads import Session, at_of, dumps, loads, messages_o
 from memstream.store.agents import bound_model
 from memstream.streams import shared
 from memstream.streams.app import app, settings
-from memstream.streams.order import released_when_dead_lettered, session_of_record
+from memstream.streams.order import (
+    release_session,
+    released_when_dead_lettered,
+    session_of_record,
+)
 from memstream.streams.stage import Settle
 from memstream.streams.topics import lt_dedupe, lt_judge
 
@@ -40,6 +44,10 @@ def read(raw: bytes | None) -> Judged:
 
 async def handle(session: Judged, source: SourceRecord) -> None:
     current, messages, at = session
+    if await shared.forgotten_before(current.tenant_id, current.user_id, current.origin):
+        await release_session(current, "forgotten")
+        metrics.EVENTS.labels(STAGE, "dropped_forgotten").inc()
+        return
     config = await shared.router().config(current.tenant_id, current.agent_id)
     model = bound_model(config, settings.model_of_target)
     # LLM errors, timeouts and bad output fall back to the rules inside the judge.

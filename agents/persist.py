@@ -5,6 +5,7 @@ session of a user after the other."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import faust
@@ -34,9 +35,13 @@ def read(raw: bytes | None) -> Writes:
 
 async def handle(writes: Writes, source: SourceRecord) -> None:
     current, store, expire = writes
+    if await shared.forgotten_before(current.tenant_id, current.user_id, current.origin):
+        metrics.EVENTS.labels(STAGE, "dropped_forgotten").inc()
+        return
     provider = await shared.router().for_agent(current.tenant_id, current.agent_id)
     retention = Retention.of(settings.episode_retention_days, settings.episode_max_per_user)
-    gone = await persist_plan(provider, current, store, expire, retention)
+    overtaken = partial(shared.overtaken, current.tenant_id, current.user_id, current.origin, STAGE)
+    gone = await persist_plan(provider, current, store, expire, retention, overtaken)
     metrics.MEMORIES.labels("stored").inc(len(store))
     metrics.MEMORIES.labels("expired").inc(len(gone))
 

@@ -104,7 +104,7 @@ class Redelivery:
                 break
             send = partial(
                 shared.send_durably, target, pending.key, pending.value,
-                pending.failing.headers(), pending.timestamp,
+                pending.headers(), pending.timestamp,
             )  # fmt: skip
             with tracing.consumed(STAGE, record.headers):
                 await retry_forever(STAGE, "send", send, transient=(Exception,))

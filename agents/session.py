@@ -43,12 +43,19 @@ def progress() -> HistoryOrdering:
 async def handle(ended: SessionEnded, source: SourceRecord) -> None:
     """Outages of the database or the broker end in a retry of the whole session: every step
     here can be repeated. The session's messages are in the record (``stored``)."""
-    current = Session.of(ended, tracing.traceparent())
+    current = Session.of(ended, tracing.traceparent(), source.first)
+    if await shared.forgotten_before(current.tenant_id, current.user_id, current.origin):
+        # Said before the user was forgotten: nothing of it is learned (a replay, a retry).
+        await release_session(current, "forgotten")
+        metrics.EVENTS.labels(STAGE, "dropped_forgotten").inc()
+        return
     # No long-term work for an agent that opted out or binds no model, as on the load path.
     config = await shared.router().config(current.tenant_id, current.agent_id)
     wanted = long_term_enabled(config)
     messages, marks = shared.resources().messages, shared.marks()
-    collected = await collect(current, messages, marks) if wanted else None
+    collected = None
+    if wanted:
+        collected = await collect(current, messages, marks, kept_back=await kept_back(current))
     check = dumps(tenant_id=current.tenant_id, conversation_id=current.conversation_id)
     await summary_check.send(
         key=current.conversation_id.encode(), value=check, headers=tracing.headers()
@@ -65,6 +72,19 @@ async def handle(ended: SessionEnded, source: SourceRecord) -> None:
     await shared.send_durably(lt_judge, current.conversation_id.encode(), record)
     await shared.marks().record(current.tenant_id, current.conversation_id, collected.new_marks)
     metrics.EVENTS.labels(STAGE, "judged").inc()
+
+
+async def kept_back(current: Session) -> frozenset[str]:
+    """The messages of a forgotten user the record still holds (a forget that kept the
+    history) from before the forget: never learned from again."""
+    forgotten = shared.forgets().of(current.tenant_id, current.user_id)
+    if forgotten is None or not forgotten.message_id:
+        return frozenset()
+    return frozenset(
+        await shared.resources().messages.written_through(
+            current.tenant_id, current.conversation_id, current.user_id, forgotten.message_id
+        )
+    )
 
 
 async def stored(events: list[faust.EventT[Any]]) -> None:

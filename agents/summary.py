@@ -45,6 +45,7 @@ async def summarise(conversations: Sequence[Conversation]) -> dict[Conversation,
     the conversations that failed on their own (the others are stored). Database errors raise:
     they concern every conversation of the call."""
     store = shared.summaries()
+    mark = await shared.forgets().refresh(fresh=True)
     uncovered = await store.uncovered_many(conversations, FOLD_MESSAGES)
     due = {c: u for c, u in uncovered.items() if len(u.messages) >= TRIGGER}
     written: dict[Conversation, Summary] = {}
@@ -68,8 +69,24 @@ async def summarise(conversations: Sequence[Conversation]) -> dict[Conversation,
         coverings.append(Covering(*conversation, summary, covered, work.messages[-1][0]))
     await store.save_many(coverings)
     await _cache(written)
+    await _take_back(mark, list(written))
     metrics.EVENTS.labels(STAGE, "written").inc(len(written))
     return failed
+
+
+async def _take_back(mark: int, written: list[Conversation]) -> None:
+    """A forget that purged a user's history while these were folded may have gone before
+    they were written, and they may hold the user's words: they go, folded anew later."""
+    await shared.forgets().refresh(fresh=True)
+    tenants = {tenant for tenant, _ in shared.forgets().since(mark, history=True)}
+    undo = [c for c in written if c[0] in tenants]
+    if not undo:
+        return
+    await shared.summaries().drop(undo)
+    cache_ = shared.resources().cache
+    if cache_ is not None:
+        await cache_.forget(undo)
+    metrics.EVENTS.labels(STAGE, "taken_back_forgotten").inc(len(undo))
 
 
 def _turns(work: Uncovered) -> list[tuple[str, str]]:

@@ -1,6 +1,9 @@
 """Forgetting a user (``DELETE /v1/users/{user_id}/memories``) or one memory
 (``DELETE /v1/memories/{id}``): every provider the tenant has ever used, and the content itself.
 
+A user's forget is recorded first (``user_forget``, with the ends of the input topics'
+partitions then: ``memstream.store.forgets``), so that every stage drops what the user said
+before it wherever it comes from (replay, redelivery, retries, redrive, a session in flight).
 It reaches:
 - every external provider (MemOS, Mem0) one of the tenant's agents is configured for, or that
   memstream ever wrote the tenant's memories to (the ledger, ``provider_memory``): an agent
@@ -27,6 +30,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from aiokafka import TopicPartition
 from sqlalchemy import (
     ColumnElement,
     Executable,
@@ -40,10 +44,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from memstream.broker.clients import group_less_consumer, stop_consumer
+from memstream.broker.offsets import high_watermarks
+from memstream.broker.topics import partitions_of
 from memstream.errors import ProviderUnavailable
 from memstream.providers.router import ProviderRouter
+from memstream.settings import Settings
 from memstream.store.agents import Provider
 from memstream.store.cache import RedisCache
+from memstream.store.forgets import Ends, ForgetStore
 from memstream.store.rebuilds import CacheRebuilds
 from memstream.store.schema import (
     agent_config,
@@ -62,6 +71,8 @@ from memstream.store.schema import (
 log = logging.getLogger(__name__)
 
 EXTERNAL: tuple[Provider, ...] = ("MEMOS", "MEM0")
+# The public topics a user's words arrive on: a forget covers what they held when it began.
+INPUT_TOPICS = ("message-written", "session-ended")
 _CHUNK = 5000  # rows per DELETE, so that no transaction holds many rows locked
 _IN_LIST = 500  # conversation ids per IN (...) list
 
@@ -73,6 +84,26 @@ class Forgotten:
     deleted: list[str] = field(default_factory=list)
     messages: int = 0
     conversations: int = 0
+
+
+async def input_ends(settings: Settings) -> Ends:
+    """Where each partition of the input topics ends now (full topic names); raises
+    ``ServiceUnavailable`` when the broker does not say."""
+    tps = [
+        TopicPartition(settings.topic(name), p)
+        for name in INPUT_TOPICS
+        for p in await partitions_of(settings, settings.topic(name))
+    ]
+    consumer = group_less_consumer(settings)
+    await consumer.start()
+    try:
+        ends = await high_watermarks(consumer, tps)
+    finally:
+        await stop_consumer(consumer)
+    out: Ends = {settings.topic(name): {} for name in INPUT_TOPICS}
+    for tp, end in ends.items():
+        out[tp.topic][tp.partition] = end
+    return out
 
 
 async def providers_used(engine: AsyncEngine, tenant_id: str) -> list[Provider]:
@@ -119,10 +150,31 @@ async def forget_user(
     tenant_id: str,
     user_id: str,
     *,
+    ends: Ends,
     purge_history: bool = False,
 ) -> Forgotten:
-    """Forget a user as the module docstring says; answers what was removed."""
+    """Forget a user as the module docstring says, from the input topics' partition ends
+    ``ends`` on (``input_ends``); answers what was removed."""
+    # Recorded before anything goes: a stage that wrote without seeing it checks again once
+    # its write is done, and takes back what this forget would have deleted.
+    await ForgetStore(engine).record(tenant_id, user_id, ends, purge=purge_history)
     out = Forgotten()
+    unreachable = await erase_memories(router, engine, tenant_id, user_id, out)
+    if purge_history:
+        await _purge_history(engine, cache, tenant_id, user_id, out)
+    if unreachable:
+        raise ProviderUnavailable(
+            "the user is forgotten everywhere but in " + ", ".join(unreachable)
+            + "; call again once it answers"
+        )  # fmt: skip
+    return out
+
+
+async def erase_memories(
+    router: ProviderRouter, engine: AsyncEngine, tenant_id: str, user_id: str, out: Forgotten
+) -> list[str]:
+    """Every memory of the user in every provider, its text, changes and links (what a
+    session a forget overtook wrote, too); answers the providers that could not be reached."""
     unreachable: list[str] = []
     for name in await providers_used(engine, tenant_id):
         try:
@@ -162,14 +214,7 @@ async def forget_user(
     await _delete_all(engine, memory_link, (links.tenant_id == tenant_id, links.user_id == user_id))
     keys = memory_key.c  # the values of the user's keyed items (``memstream.keyed``)
     await _delete_all(engine, memory_key, (keys.tenant_id == tenant_id, keys.user_id == user_id))
-    if purge_history:
-        await _purge_history(engine, cache, tenant_id, user_id, out)
-    if unreachable:
-        raise ProviderUnavailable(
-            "the user is forgotten everywhere but in " + ", ".join(unreachable)
-            + "; call again once it answers"
-        )  # fmt: skip
-    return out
+    return unreachable
 
 
 async def _purge_history(

@@ -9,7 +9,9 @@ Order of effects for one batch, so that a crash at any point loses nothing:
    (``memstream.store.rebuilds``; dropped with the next batch that reaches Redis); a node
    that keeps failing is not asked (``memstream.store.cache``), so it costs no wait;
 4. only then does the caller acknowledge the batch's offsets.
-A redelivered batch repeats 2 and 3 with no visible change.
+A redelivered batch repeats 2 and 3 with no visible change. Events of a user whose history a
+forget purged, from before the forget, are dropped on purpose; a forget that begins while the
+batch is written is checked once it is, and what it covers is taken back.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from memstream.events.deadletter import DeadLetter, SourceRecord, dead_letter
 from memstream.failure.classify import TRANSIENT
 from memstream.failure.inplace import retry_forever
 from memstream.store.cache import RedisCache
+from memstream.store.forgets import ForgetSet
 from memstream.store.messages import MessageStore, StoredMessage, utc_naive
 from memstream.store.rebuilds import CacheRebuilds
 from memstream.text.tokens import count_tokens
@@ -48,6 +51,8 @@ class Triage:
     accepted: list[tuple[StoredMessage, SourceRecord]] = field(default_factory=list)
     rejected: list[DeadLetter] = field(default_factory=list)
     dropped: int = 0
+    forgotten: int = 0
+    forget_mark: int | None = None  # how far the forgets it was checked against went
 
 
 def to_stored(event: MessageWritten, record: SourceRecord) -> StoredMessage:
@@ -112,6 +117,7 @@ class HistoryWriter:
         rebuilds: CacheRebuilds,
         max_content_chars: int,
         max_backoff: float = 30.0,
+        forgets: ForgetSet | None = None,
     ) -> None:
         self.store = store
         self.cache = cache
@@ -119,19 +125,81 @@ class HistoryWriter:
         self.publish_dead_letters = publish_dead_letters
         self.max_content_chars = max_content_chars
         self.max_backoff = max_backoff
+        self.forgets = forgets
         self._sweep_at = 0.0  # monotonic; the first batch looks for marks a crash left
 
     async def process(self, records: Sequence[SourceRecord]) -> Triage:
         batch = triage(records, self.max_content_chars)
+        await self._drop_forgotten(batch)
         stored, refused = await self._write_record(batch.accepted)
         rejected = batch.rejected + refused
         if rejected:
             await self._retry_forever("dead_letter", lambda: self.publish_dead_letters(rejected))
         await self._update_cache(stored)
+        await self._take_back(batch, stored)
         self._count(batch, len(stored), rejected)
         metrics.RECORDS.labels(STAGE, "finished").inc(len(records) - len(rejected))
         metrics.RECORDS.labels(STAGE, "dead_lettered").inc(len(rejected))
         return batch
+
+    async def _drop_forgotten(self, batch: Triage) -> None:
+        """Leave out the events of users whose history was forgotten after they were sent."""
+        if self.forgets is None:
+            return
+        # A copy up to MEMSTREAM_FORGET_REFRESH_SECONDS old: what it misses is taken back.
+        batch.forget_mark = await self._forgets_now(fresh=False)
+        kept = [
+            (m, r)
+            for m, r in batch.accepted
+            if not self.forgets.before(m.tenant_id, m.user_id, r.first, history=True)
+        ]
+        batch.forgotten += len(batch.accepted) - len(kept)
+        batch.accepted = kept
+
+    async def _take_back(self, batch: Triage, stored: list[StoredMessage]) -> None:
+        """A forget that began while the batch was written purged before the batch was in:
+        what it covers is deleted again, and the conversations' cached copies dropped."""
+        mark = batch.forget_mark
+        if self.forgets is None or mark is None or not stored:
+            return
+        await self._forgets_now(fresh=True)
+        users = self.forgets.since(mark, history=True)
+        if not users:
+            return
+        origins = {(m.tenant_id, m.event_id): r.first for m, r in batch.accepted}
+        covered = [
+            m
+            for m in stored
+            if (m.tenant_id, m.user_id) in users
+            and self.forgets.before(
+                m.tenant_id, m.user_id, origins.get((m.tenant_id, m.event_id)), history=True
+            )
+        ]
+        by_tenant: dict[str, list[str]] = defaultdict(list)
+        for m in covered:
+            by_tenant[m.tenant_id].append(m.event_id)
+        for tenant_id, event_ids in by_tenant.items():
+            await self._retry_forever("forget", partial(self._delete_events, tenant_id, event_ids))
+        conversations = list({(m.tenant_id, m.conversation_id) for m in covered})
+        if conversations and self.cache is not None:
+            try:
+                await self.cache.forget(conversations)
+            except Exception:
+                await self._retry_forever("mark_stale", partial(self.rebuilds.mark, conversations))
+        batch.forgotten += len(covered)
+
+    async def _forgets_now(self, *, fresh: bool) -> int:
+        assert self.forgets is not None
+        marks: list[int] = []
+
+        async def refresh() -> None:
+            marks.append(await self.forgets.refresh(fresh=fresh))  # type: ignore[union-attr]
+
+        await self._retry_forever("forgets", refresh)
+        return marks[-1]
+
+    async def _delete_events(self, tenant_id: str, event_ids: list[str]) -> None:
+        await self.store.delete_events(tenant_id, event_ids)
 
     async def _write_record(
         self, accepted: list[tuple[StoredMessage, SourceRecord]]
@@ -202,6 +270,7 @@ class HistoryWriter:
     def _count(batch: Triage, stored: int, rejected: list[DeadLetter]) -> None:
         metrics.EVENTS.labels(STAGE, "stored").inc(stored)
         metrics.EVENTS.labels(STAGE, "dropped_sub_agent").inc(batch.dropped)
+        metrics.EVENTS.labels(STAGE, "dropped_forgotten").inc(batch.forgotten)
         metrics.EVENTS.labels(STAGE, "dead_letter").inc(len(rejected))
         for letter in rejected:
             metrics.DEAD_LETTERS.labels(STAGE, letter.reason).inc()

@@ -147,6 +147,12 @@ class Settings(BaseSettings):
     episode_max_per_user: int = Field(default=5000, ge=0)
     summary_cache_ttl_seconds: int = Field(default=3600, ge=1)
     agent_config_cache_seconds: float = Field(default=5.0, ge=0)
+    # How long a stage reuses its copy of the forget records before it looks for new ones (a
+    # write is checked against a fresh copy once done, whatever this says).
+    forget_refresh_seconds: float = Field(default=1.0, ge=0)
+    # How long memory-changed keeps a record (its retention.ms): the longest a forgotten
+    # user's published text stays readable there.
+    changes_retention_hours: float = Field(default=168.0, gt=0)
     # Stream stages: a record that meets an outage (database, provider, broker) is tried again
     # after the base delay, doubling up to the longest delay, until it has been failing for the
     # horizon; only then is it dead-lettered as retries_exhausted.

@@ -67,7 +67,7 @@ async def retry_later(
     """Put the record on the tier of its attempt; False once its retry horizon is spent."""
     retry = next_try(
         stage, source.topic, source.key, source.value, failing, repr(exc), retry_policy,
-        now=time.time(), timestamp=source.timestamp,
+        now=time.time(), timestamp=source.timestamp, origin=source.first,
     )  # fmt: skip
     if retry is None:
         return False

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 
 from memstream.broker.clients import admin_client, make_consumer, producer, stop_consumer
@@ -27,18 +28,54 @@ async def ensure_topics(settings: Settings, names: tuple[str, ...] = PUBLIC_TOPI
     await patiently(settings, "creating topics", partial(_ensure_topics, settings, names))
 
 
+def topic_configs(settings: Settings, name: str) -> dict[str, str]:
+    """The configs memstream sets on a topic (unprefixed ``name``): ``memory-changed`` keeps a
+    change for ``MEMSTREAM_CHANGES_RETENTION_HOURS``, the longest a forgotten text may stay.
+    It is not compacted: its key is the user, and compaction would keep a user's last change."""
+    if name != "memory-changed":
+        return {}
+    return {"retention.ms": str(int(settings.changes_retention_hours * 3600 * 1000))}
+
+
 async def _ensure_topics(settings: Settings, names: tuple[str, ...]) -> None:
     async with admin_client(settings) as admin:
         existing = set(await admin.list_topics())
-        missing = [settings.topic(n) for n in names if settings.topic(n) not in existing]
+        missing = [n for n in names if settings.topic(n) not in existing]
+        for name in names:
+            if name not in missing and topic_configs(settings, name):
+                await _align_configs(admin, settings.topic(name), topic_configs(settings, name))
         if not missing:
             return
         new = [
-            NewTopic(name, settings.topic_partitions, settings.topic_replication_factor)
+            NewTopic(
+                settings.topic(name),
+                settings.topic_partitions,
+                settings.topic_replication_factor,
+                topic_configs=topic_configs(settings, name),
+            )
             for name in missing
         ]
         with contextlib.suppress(TopicAlreadyExistsError):  # another process was first
             await admin.create_topics(new)
+
+
+async def _align_configs(admin: AIOKafkaAdminClient, topic: str, wanted: dict[str, str]) -> None:
+    """Set ``wanted`` on an existing topic where it differs, keeping its other settings (a
+    plain AlterConfigs replaces every setting of the topic that is not a default)."""
+    resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+    (described,) = await admin.describe_configs([resource])
+    (_, _, _, _, entries) = described.resources[0]
+    current = {entry[0]: entry[1] for entry in entries if _set_on_topic(entry)}
+    if all(current.get(key) == value for key, value in wanted.items()):
+        return
+    await admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topic, configs={**current, **wanted})]
+    )
+
+
+def _set_on_topic(entry: tuple[Any, ...]) -> bool:
+    # DescribeConfigs v1+ names each value's source (1: set on the topic); v0 says is_default.
+    return entry[3] == 1 if len(entry) >= 6 else not entry[3]
 
 
 async def partitions(admin: AIOKafkaAdminClient, topic: str) -> list[TopicPartition]:

@@ -6,7 +6,9 @@ same rows in two orders. A batch is sent with an idempotent producer and marked 
 once the broker has every record of it; a relay that dies in between leaves the rows unmarked,
 and whichever relay holds the lease next sends them again (at least once: consumers dedupe by
 ``change_id``). Rows are read in ``seq`` order and one user's changes share a key, so they
-reach the topic, and its partition, in the order they were written.
+reach the topic, and its partition, in the order they were written. Right before a batch is
+sent, the forget records are read again: a change recorded before a forget of its user goes out
+without its text, whenever the relay read it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from memstream import tracing
 from memstream.broker.clients import producer
 from memstream.changes.outbox import ChangeOutbox, insert_ignoring
 from memstream.settings import Settings
+from memstream.store.forgets import ForgetSet, ForgetStore
 from memstream.store.schema import change_relay as lease_table
 from memstream.store.schema import memory_change as t
 from memstream_client.contract.changes import key_of, with_content
@@ -61,6 +64,7 @@ class ChangeRelay:
         self.lease_seconds = lease_seconds
         self.owner = uuid.uuid4().hex
         self.published = 0
+        self.forgets = ForgetSet(ForgetStore(engine))
 
     async def run(self) -> None:
         """Relay until cancelled; a database or broker that fails is tried again later."""
@@ -111,9 +115,12 @@ class ChangeRelay:
             rows = (await conn.execute(query)).all()
         if not rows:
             return 0
+        await self.forgets.refresh(fresh=True)
         pending = []
         for row in rows:
-            value = with_content(orjson.loads(row.payload), row.content)
+            gone = self.forgets.of(row.tenant_id, row.user_id)
+            text = None if gone and row.seq <= gone.change_seq else row.content
+            value = with_content(orjson.loads(row.payload), text)
             key = key_of(row.tenant_id, row.user_id)
             with tracing.produced("memory-changed publish", row.traceparent):
                 traced = tracing.headers() or None

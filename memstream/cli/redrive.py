@@ -5,6 +5,8 @@ sent, that key is written to the ``redriven_letter`` table as "sending"; once th
 the record it becomes "sent". A later run skips both, so no letter is ever sent twice: not by
 a rerun, not by two runs at once, not after a run that was interrupted. A letter interrupted
 between the two states may or may not have reached its topic; it is reported, never resent.
+A letter of a user forgotten after it was first sent is left where it is, and counted. A letter
+goes back with its origin (``memstream.events.origin``), so its stage can tell the same.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.clients import producer
 from memstream.cli.deadletters import Reading, Selection, selected
+from memstream.events.origin import ORIGIN_HEADER
 from memstream.settings import Settings
 from memstream.store.database import create_engine
+from memstream.store.forgets import ForgetSet, ForgetStore, subject_of
 from memstream.store.schema import redriven_letter as t
 from memstream.topology import REDRIVE_TOPICS
 from memstream_client.contract.deadletter import Letter
-from memstream_client.contract.topics import DEAD_LETTER
+from memstream_client.contract.topics import DEAD_LETTER, MESSAGE_WRITTEN
 
 CHUNK = 500
 REDRIVEN_HEADER = "memstream-redriven-from"
@@ -42,6 +46,7 @@ class Report:
     interrupted: int = 0  # recorded by an earlier run that never confirmed the send
     foreign: int = 0  # from a topic no stage of this deployment reads
     unreadable: int = 0  # records of the dead-letter topic that are no dead letters
+    forgotten: int = 0  # of a user forgotten since
 
     def lines(self) -> list[str]:
         verb = "would send back" if self.dry_run else "sent back"
@@ -53,6 +58,7 @@ class Report:
             (self.interrupted, "interrupted in an earlier run, not sent again"),
             (self.foreign, "skipped: their source topic is not one memstream reads"),
             (self.unreadable, "skipped: records of the dead-letter topic that are no letters"),
+            (self.forgotten, "skipped: their user was forgotten after they were sent"),
         ):
             if count:
                 out.append(f"{what}: {count}")
@@ -72,6 +78,12 @@ async def redrive(settings: Settings, selection: Selection, *, dry_run: bool) ->
     report.unreadable = reading.unreadable
     engine = create_engine(settings.database_url, pool_size=1)
     try:
+        forgets = ForgetSet(ForgetStore(engine))
+        await forgets.refresh(fresh=True)
+        history = settings.topic(MESSAGE_WRITTEN)
+        kept = [letter for letter in letters if not _forgotten(forgets, letter, history)]
+        report.forgotten = len(letters) - len(kept)
+        letters = kept
         ledger = Ledger(engine, settings.topic(DEAD_LETTER))
         await ledger.ensure()
         states = await ledger.states(letters)
@@ -90,7 +102,11 @@ async def redrive(settings: Settings, selection: Selection, *, dry_run: bool) ->
                         letter.source_topic,
                         letter.payload,
                         key=letter.key,
-                        headers=[(REDRIVEN_HEADER, ledger.mark(letter)), *letter.trace],
+                        headers=[
+                            (REDRIVEN_HEADER, ledger.mark(letter)),
+                            *_origin(letter),
+                            *letter.trace,
+                        ],
                     )
                     for letter in claimed
                 ]
@@ -100,6 +116,22 @@ async def redrive(settings: Settings, selection: Selection, *, dry_run: bool) ->
     finally:
         await engine.dispose()
     return report
+
+
+def _forgotten(forgets: ForgetSet, letter: Letter, history_topic: str) -> bool:
+    """Whether the letter holds words of a user forgotten after they were first sent (for a
+    message, a forget of the history)."""
+    subject = subject_of(letter.payload)
+    if subject is None:
+        return False
+    tenant_id, user_id, origin = subject
+    history = letter.source_topic == history_topic
+    return forgets.before(tenant_id, user_id, origin or letter.first, history=history)
+
+
+def _origin(letter: Letter) -> list[tuple[str, bytes]]:
+    first = letter.first
+    return [(ORIGIN_HEADER, first.encode())] if first is not None else []
 
 
 class Ledger:

@@ -10,6 +10,7 @@ import orjson
 
 from memstream import tracing
 from memstream.errors import InvalidEvent
+from memstream.events.origin import Origin
 from memstream_client.contract.deadletter import dead_letter_value, kafka_time
 
 
@@ -24,6 +25,13 @@ class SourceRecord:
     key: bytes | None
     value: bytes | None
     headers: tracing.Headers = ()  # the trace context among them (memstream.tracing)
+    # The public record this one stems from, when it is a retry or a redriven dead letter.
+    origin: Origin | None = None
+
+    @property
+    def first(self) -> Origin:
+        """Where the public record this work stems from sits (this record, on a first try)."""
+        return self.origin or Origin(self.topic, self.partition, self.offset)
 
     @property
     def time(self) -> datetime:
@@ -62,6 +70,7 @@ def dead_letter(reason: str, detail: str, stage: str, source: SourceRecord) -> D
         offset=source.offset,
         timestamp=source.timestamp,
         payload=source.value,
+        origin=source.origin,
     )
     headers = tracing.continuing(source.headers)
     return DeadLetter(key=source.key, value=orjson.dumps(record), reason=reason, headers=headers)

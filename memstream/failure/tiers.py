@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from memstream.events.origin import ORIGIN_HEADER, Origin
+
 if TYPE_CHECKING:
     from memstream.settings import Settings
 
@@ -102,6 +104,13 @@ class RetryRecord:
     # The source record's Kafka time, which it goes back with: a stage that orders by it (the
     # session stage, by when a session ended) sees the same time on every try.
     timestamp: float | None = None
+    # Where the public record it stems from sits: it goes back with it, for forgets to judge.
+    origin: Origin | None = None
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        """The headers it goes back to its stage with: its retry state and its origin."""
+        origin = [(ORIGIN_HEADER, self.origin.encode())] if self.origin else []
+        return self.failing.headers() + origin
 
     def due(self, now: float) -> bool:
         """Whether the record may go back to its stage at ``now`` (epoch seconds)."""
@@ -119,6 +128,7 @@ class RetryRecord:
                 "not_before": self.not_before,
                 "error": self.error,
                 "timestamp": self.timestamp,
+                "origin": self.origin.encode().decode() if self.origin else None,
             }
         )
 
@@ -137,6 +147,7 @@ class RetryRecord:
                 not_before=float(fields["not_before"]),
                 error=_str(fields["error"]),
                 timestamp=_time(fields.get("timestamp")),
+                origin=Origin.decode(fields.get("origin")),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, binascii.Error) as exc:
             raise ValueError(f"not a retry record: {exc!r}") from None
@@ -156,6 +167,7 @@ def next_try(
     *,
     now: float,
     timestamp: float | None = None,
+    origin: Origin | None = None,
 ) -> RetryRecord | None:
     """The retry after a failed try (``before``: the record's retry state, None on its first
     try), or None once it has been failing for the policy's horizon; ``timestamp`` is the
@@ -164,7 +176,9 @@ def next_try(
     if now - failing.since >= policy.horizon:
         return None
     delay = policy.delay(policy.tier_of(failing.attempts))
-    return RetryRecord(stage, topic, key, value, failing, now + delay, error[:500], timestamp)
+    return RetryRecord(
+        stage, topic, key, value, failing, now + delay, error[:500], timestamp, origin
+    )
 
 
 def _b64(raw: bytes | None) -> str | None:

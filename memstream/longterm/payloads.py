@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from memstream.events.origin import Origin
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.user_queue import Arrival
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
@@ -25,13 +26,29 @@ class Session:
     event_id: str
     # The session stage's trace context (``traceparent``): the memories it becomes carry it.
     trace: str | None = None
+    # Where its ``session-ended`` record sits (None from earlier versions): a forget of the
+    # user that began after it drops the session at every stage (memstream.store.forgets).
+    origin_topic: str | None = None
+    origin_partition: int | None = None
+    origin_offset: int | None = None
 
     @classmethod
-    def of(cls, event: SessionEnded, trace: str | None = None) -> Session:
+    def of(
+        cls, event: SessionEnded, trace: str | None = None, origin: Origin | None = None
+    ) -> Session:
         return cls(
             event.tenant_id, event.user_id, event.agent_id, event.conversation_id, event.event_id,
-            trace,
+            trace, origin.topic if origin else None, origin.partition if origin else None,
+            origin.offset if origin else None,
         )  # fmt: skip
+
+    @property
+    def origin(self) -> Origin | None:
+        if self.origin_topic is None or self.origin_partition is None:
+            return None
+        if self.origin_offset is None:
+            return None
+        return Origin(self.origin_topic, self.origin_partition, self.origin_offset)
 
     @property
     def owner_key(self) -> bytes:

@@ -10,7 +10,7 @@ conflict             : what to store and which live memories to expire (``plan``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -49,11 +49,20 @@ class Collected:
 
 
 async def collect(
-    session: Session, messages: MessageStore, marks: MarkStore, limit: int = SESSION_MESSAGES
+    session: Session,
+    messages: MessageStore,
+    marks: MarkStore,
+    limit: int = SESSION_MESSAGES,
+    kept_back: frozenset[str] = frozenset(),
 ) -> Collected | None:
-    """The session's chat messages with the unjudged ones flagged; None when none is new."""
+    """The session's chat messages with the unjudged ones flagged, but ``kept_back`` (event
+    ids said before a forget of the user); None when none is new."""
     stored = await messages.recent(session.tenant_id, session.conversation_id, limit)
-    chat = [m for m in stored if m.message_type == "chat" and m.role in CHAT_ROLES]
+    chat = [
+        m
+        for m in stored
+        if m.message_type == "chat" and m.role in CHAT_ROLES and m.event_id not in kept_back
+    ]
     keys = [mark_of(m.role, m.content) for m in chat]
     seen = await marks.present(session.tenant_id, session.conversation_id, keys)
     fresh: set[str] = set()
@@ -133,17 +142,22 @@ async def persist(
     store: Sequence[NewMemory],
     expire: Sequence[str],
     retention: Retention = KEEP_EVERY_EPISODE,
+    overtaken: Callable[[], Awaitable[bool]] | None = None,
 ) -> list[str]:
     """Write new memories first, then expire the old (each superseded by the new memory that
     replaced it): a crash in between leaves a duplicate for a while, never a gap. Nothing
     expires before every add is confirmed: a provider that answers a provisional id (MemOS
     adding asynchronously) may still lose the memory, so the call fails as an outage and is
     tried again (adds are idempotent). Episodes past their retention go last (``expired``);
-    answers what expired. Each change is recorded as the provider makes it."""
+    answers what expired. Each change is recorded as the provider makes it. ``overtaken`` is
+    asked once the adds are in: True when a forget of the user began after the session ended
+    and took them back, and then nothing more is done."""
     superseded_by: dict[str, list[str]] = {}
     if store:
         cause = Cause.session(session.conversation_id, session.trace)
         stored = await provider.add(store, cause=cause)
+        if overtaken is not None and await overtaken():
+            return []
         unconfirmed = sum(1 for item in stored if is_provisional(item))
         if unconfirmed:
             raise ProviderUnavailable(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Insert, func, select, tuple_
+from sqlalchemy import Insert, delete, func, select, tuple_
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -68,6 +68,29 @@ class MessageStore:
         rows = [{name: getattr(m, name) for name in _FIELDS} for m in messages]
         async with self._engine.begin() as conn:
             await conn.execute(self._insert, rows)
+
+    async def delete_events(self, tenant_id: str, event_ids: Sequence[str]) -> int:
+        """Delete the messages of ``event_ids`` (a write a forget overtook); answers how many."""
+        if not event_ids:
+            return 0
+        async with self._engine.begin() as conn:
+            done = await conn.execute(
+                delete(t).where(t.c.tenant_id == tenant_id, t.c.event_id.in_(list(event_ids)))
+            )
+        return int(done.rowcount or 0)
+
+    async def written_through(
+        self, tenant_id: str, conversation_id: str, user_id: str, last_id: int
+    ) -> set[str]:
+        """Event ids of the user's messages in the conversation stored by row ``last_id``."""
+        query = select(t.c.event_id).where(
+            t.c.tenant_id == tenant_id,
+            t.c.conversation_id == conversation_id,
+            t.c.user_id == user_id,
+            t.c.id <= last_id,
+        )
+        async with self._engine.connect() as conn:
+            return set((await conn.execute(query)).scalars())
 
     async def recent(self, tenant_id: str, conversation_id: str, limit: int) -> list[StoredMessage]:
         """The newest ``limit`` messages of a conversation, oldest first."""

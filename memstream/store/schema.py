@@ -474,3 +474,24 @@ memory_key = Table(
     Index("ix_key_memory", "tenant_id", "memory_id"),
     **MYSQL_TABLE_ARGS,
 )
+
+
+# Each forget of a user (memstream.forget), kept for good: every stage that writes a user's data
+# drops what the user said before it. "Before" is exact: the end of each partition of the public
+# input topics when the forget began (``offsets``: full topic name -> partition -> end offset),
+# the record's last message id then (``message_id``), for history a forget keeps, and the last
+# change to memory recorded then (``change_seq``), whose text the relay never publishes.
+user_forget = Table(
+    "user_forget",
+    metadata,
+    Column("id", _PK, primary_key=True, autoincrement=True),
+    Column("tenant_id", _ID, nullable=False),
+    Column("user_id", _ID, nullable=False),
+    Column("purge_history", Boolean, nullable=False),
+    Column("offsets", JSON, nullable=False),
+    Column("message_id", BigInteger, nullable=False),
+    Column("change_seq", BigInteger, nullable=False),
+    Column("forgotten_at", _TIME, nullable=False),
+    Index("ix_forget_user", "tenant_id", "user_id"),
+    **MYSQL_TABLE_ARGS,
+)

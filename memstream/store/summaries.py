@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Executable, and_, bindparam, func, or_, select, tuple_
+from sqlalchemy import Executable, and_, bindparam, delete, func, or_, select, tuple_
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -202,3 +202,15 @@ class SummaryStore:
             stmt = mine.on_duplicate_key_update({name: mine.inserted[name] for name in updated})
         async with self._engine.begin() as conn:
             await conn.execute(stmt)
+
+    async def drop(self, conversations: Sequence[ConversationKey]) -> None:
+        """Delete conversations' summaries (a fold a forget overtook): the next is folded anew
+        from what the record holds then."""
+        keys = sorted(set(conversations))
+        for start in range(0, len(keys), CHUNK):
+            async with self._engine.begin() as conn:
+                await conn.execute(
+                    delete(t).where(
+                        tuple_(t.c.tenant_id, t.c.conversation_id).in_(keys[start : start + CHUNK])
+                    )
+                )

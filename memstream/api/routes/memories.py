@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Annotated
 
+from aiokafka.errors import KafkaError
 from fastapi import APIRouter, Path, Query, Request
 
 from memstream import forget, metrics
@@ -14,7 +15,7 @@ from memstream.api.auth import check_tenant
 from memstream.api.errors import NOT_FOUND
 from memstream.api.overload import ARRIVED
 from memstream.api.services import ServicesDep
-from memstream.errors import ApiError
+from memstream.errors import ApiError, ServiceUnavailable
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
 from memstream.providers import degraded
 from memstream.store.owners import memory_of_user
@@ -132,12 +133,20 @@ async def forget_user(
 ) -> DeletedResponse:
     """Forget a user in every provider the tenant has used (``memstream.forget``)."""
     check_tenant(request, tenant_id)
+    try:
+        ends = await forget.input_ends(services.settings)
+    except (ServiceUnavailable, KafkaError, OSError) as exc:
+        # Without the partitions' ends no stage could tell what came before the forget.
+        raise ApiError(
+            503, "broker_unavailable", f"the broker does not answer, nothing forgotten: {exc}"
+        ) from None
     forgotten = await forget.forget_user(
         services.router,
         services.engine,
         services.cache,
         tenant_id,
         user_id,
+        ends=ends,
         purge_history=purge_history,
     )
     return DeletedResponse(deleted=forgotten.deleted)

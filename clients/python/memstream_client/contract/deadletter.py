@@ -14,6 +14,32 @@ from typing import Any
 import orjson
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where the public record a piece of work stems from sits: topic, partition, offset."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def encode(self) -> bytes:
+        return f"{self.partition}:{self.offset}:{self.topic}".encode()
+
+    @classmethod
+    def decode(cls, raw: bytes | str | None) -> Origin | None:
+        """An encoded origin; None for anything else."""
+        if raw is None:
+            return None
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        parts = text.split(":", 2)
+        if len(parts) != 3 or not parts[2]:
+            return None
+        try:
+            return cls(parts[2], int(parts[0]), int(parts[1]))
+        except ValueError:
+            return None
+
+
 def kafka_time(timestamp: float | None) -> datetime | None:
     """A Kafka timestamp (seconds) as a UTC datetime; None when absent (Kafka's -1) or outside
     years 1 to 9999, where a producer's CreateTime can still put it."""
@@ -29,7 +55,9 @@ def _rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _source(topic: str, partition: int, offset: int, stamp: float | None) -> dict[str, Any]:
+def _source(
+    topic: str, partition: int, offset: int, stamp: float | None, origin: Origin | None
+) -> dict[str, Any]:
     moment = kafka_time(stamp)
     out: dict[str, Any] = {
         "topic": topic,
@@ -37,6 +65,12 @@ def _source(topic: str, partition: int, offset: int, stamp: float | None) -> dic
         "offset": offset,
         "timestamp": _rfc3339(moment) if moment is not None else None,
     }
+    if origin is not None:
+        out["origin"] = {
+            "topic": origin.topic,
+            "partition": origin.partition,
+            "offset": origin.offset,
+        }
     # Kafka's own range (int64 milliseconds); no broker stamped anything beyond it.
     if moment is None and stamp is not None and math.isfinite(stamp) and abs(stamp) < 2**63 / 1000:
         # RFC 3339 has no year 10000: the raw stamp still says what the producer claimed.
@@ -54,9 +88,11 @@ def dead_letter_value(
     offset: int,
     timestamp: float | None,
     payload: bytes | None,
+    origin: Origin | None = None,
 ) -> dict[str, Any]:
     """The dead-letter record of the input record at ``topic``/``partition``/``offset``
-    (``timestamp`` in seconds, as Kafka stamped it); the payload is kept byte for byte."""
+    (``timestamp`` in seconds, as Kafka stamped it); the payload is kept byte for byte.
+    ``origin``: the public record it stems from, when it is a retry or a redriven letter."""
     text: str | None
     encoding = "utf8"
     if payload is None:
@@ -71,7 +107,7 @@ def dead_letter_value(
         "reason": reason,
         "detail": detail,
         "stage": stage,
-        "source": _source(topic, partition, offset, timestamp),
+        "source": _source(topic, partition, offset, timestamp, origin),
         "payload": text,
         "payload_encoding": encoding,
         "failed_at": _rfc3339(datetime.now(UTC)),
@@ -94,6 +130,16 @@ class Letter:
     failed_at: datetime | None
     payload: bytes | None
     trace: tuple[tuple[str, bytes], ...] = ()  # its trace headers: a redrive goes on with them
+    origin: Origin | None = None  # the public record it stems from, when not its source
+
+    @property
+    def first(self) -> Origin | None:
+        """Where the public record the letter stems from sits, when known."""
+        if self.origin is not None:
+            return self.origin
+        if self.source_partition is None or self.source_offset is None:
+            return None
+        return Origin(self.source_topic, self.source_partition, self.source_offset)
 
 
 # The W3C trace context headers a letter keeps, so that a redrive continues its trace.
@@ -132,7 +178,18 @@ def read_letter(
         trace=tuple(
             (name, raw) for name, raw in headers or () if name in TRACE_HEADERS and raw is not None
         ),
+        origin=_origin(source.get("origin")),
     )
+
+
+def _origin(value: Any) -> Origin | None:
+    if not isinstance(value, dict):
+        return None
+    topic = value.get("topic")
+    partition, offset = _integer(value.get("partition")), _integer(value.get("offset"))
+    if not isinstance(topic, str) or partition is None or offset is None:
+        return None
+    return Origin(topic, partition, offset)
 
 
 def _text(value: Any) -> str:
