@@ -7,7 +7,8 @@ It reaches:
   that switched provider since left its memories where they were written. Once a provider
   has forgotten the user, the ledger's copies of the user's memories there are deleted too;
 - the built-in store: every memory of the user is deleted for good, with its vectors, the live
-  ones and those expired before (which still held their text);
+  ones and those expired before (which still held their text), and the user's turns leave the
+  turn index its search falls back to;
 - the user's recorded changes and links (``memory_change``, ``memory_link``): each forgotten
   memory is published as ``forgotten``, without its text, and nothing else of the user stays
   (a change still waiting for the relay goes out first, its text erased, then goes too);
@@ -41,6 +42,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.errors import ProviderUnavailable
+from memstream.providers.builtin import history
 from memstream.providers.router import ProviderRouter
 from memstream.store.agents import Provider
 from memstream.store.cache import RedisCache
@@ -142,6 +144,7 @@ async def forget_user(
     )
     terms = memory_term.c
     await _delete_all(engine, memory_term, (terms.tenant_id == tenant_id, terms.user_id == user_id))
+    await history.forget_turns(engine, tenant_id, user_id)
     await _delete_all(
         engine, long_term_memory, (memories.tenant_id == tenant_id, memories.user_id == user_id)
     )

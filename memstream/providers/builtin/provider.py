@@ -23,7 +23,7 @@ from memstream.embeddings.client import EmbeddingClient
 from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT
 from memstream.memory import MemoryItem, NewMemory, readable_cubes
 from memstream.providers import degraded
-from memstream.providers.builtin import postings, ranking, sql
+from memstream.providers.builtin import history, postings, ranking, sql
 from memstream.providers.builtin.index_cache import RecentSearches
 from memstream.providers.builtin.ranking import (
     hybrid_candidates,
@@ -74,6 +74,7 @@ class MySQLProvider:
         reads: Reads | None = None,
         postings_budget: int = postings.POSTINGS_BUDGET,
         changes: ChangeOutbox | None = None,
+        search_history: bool = True,
     ) -> None:
         self._engine = engine
         # Every change is recorded in the outbox in the transaction that makes it.
@@ -86,6 +87,8 @@ class MySQLProvider:
         self.relativity = relativity
         self.mmr_lambda = mmr_lambda
         self.postings_budget = postings_budget
+        # Passages of the stored chat turns fill the top k where memories cannot answer.
+        self.search_history = search_history
         self._recent = RecentSearches(fresh_seconds)
         self.embedder = embedder
         self.query_timeout = query_timeout
@@ -211,6 +214,25 @@ class MySQLProvider:
             return await sql.list_live(conn, tenant_id, user_id, readable_cubes(agent_id))
 
     async def search(
+        self,
+        tenant_id: str,
+        user_id: str,
+        agent_id: str | None,
+        query: str,
+        *,
+        top_k: int = 10,
+    ) -> list[MemoryItem]:
+        """The memories (``search_memories``) and, with ``search_history``, passages of the
+        user's stored turns where they score higher, in one list by score
+        (``history.merge``); a passage has ``origin`` ``"history"``."""
+        found = await self.search_memories(tenant_id, user_id, agent_id, query, top_k=top_k)
+        if not self.search_history or top_k <= 0 or not query.strip():
+            return found
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            turns = await history.search_turns(conn, tenant_id, user_id, agent_id, query, top_k)
+        return history.merge(found, turns, top_k)
+
+    async def search_memories(
         self,
         tenant_id: str,
         user_id: str,

@@ -149,6 +149,11 @@ class MessagesResponse(Shape):
 class MemoryOut(ContextItem):
     source_event_ids: list[str]
     created_at: datetime
+    origin: str = Field(
+        default="memory",
+        description="`memory`, or `history` for the passage of a stored chat turn that a "
+        "search answered with where memories could not (the id is `turn:<event_id>`).",
+    )
 
 
 class MemoriesResponse(Shape):
