@@ -197,6 +197,7 @@ _RECOMMEND = re.compile(
     r"I'll|I will|I've (?:added|booked|scheduled|set|noted))\b",
     re.I,
 )
+_AFTER_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 MAX_LIST_HEAD_CHARS = 120
 MAX_LEAD_CHARS = 200
 
@@ -227,12 +228,11 @@ def assistant_episode(message: SessionMessage) -> Candidate | None:
         opening = _clip(opening, MAX_LEAD_CHARS).rstrip(" :")
         body = f"{opening}: {'; '.join(heads)}" if opening else "; ".join(heads)
     else:
-        sentences = [s.strip() for s in _SENTENCE_END.split(" ".join(lines)) if s.strip()]
-        kept = [s for s in sentences if _informative(s)]
-        if not kept or all(s.endswith(("?", "？")) for s in kept):
-            return None
-        body = ". ".join(s.rstrip(".") for s in kept) + "."
-        if is_small_talk(body):
+        sentences = [s.strip() for s in _AFTER_SENTENCE.split(" ".join(lines)) if s.strip()]
+        # A question back tells the user nothing.
+        kept = [s for s in sentences if _informative(s) and not s.endswith(("?", "？"))]
+        body = " ".join(kept)
+        if not kept or is_small_talk(body):
             return None
     chinese = is_mostly_cjk(message.content)
     who = "助手告诉用户" if chinese else "The assistant told the user"

@@ -47,7 +47,7 @@ def judge_assistant_en(sentence: str) -> list[Hit]:
         if len(what) >= 3:
             core = f"The assistant recommended {what} to the user"
             if len(purpose) >= 3:
-                core += f" ({purpose[:1].lower()}{purpose[1:]})"
+                core += f", {purpose[:1].lower()}{purpose[1:]}"
             return [hit(core, "episode", 4)]
     found = _PROMISE.search(sentence)
     if found:
