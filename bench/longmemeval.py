@@ -214,8 +214,8 @@ def variants(engine: Any) -> dict[str, MySQLProvider]:
 
 
 async def search(provider: MySQLProvider, q: Question) -> list[tuple[Sequence[str], str]]:
-
-    items = await provider.search(q.tenant, q.user, None, q.raw["question"], top_k=10)
+    asked = when(q.raw["question_date"])
+    items = await provider.search(q.tenant, q.user, None, q.raw["question"], top_k=10, at=asked)
     return [(item.source_event_ids, item.content) for item in items]
 
 

@@ -155,3 +155,25 @@ async def test_the_worker_indexes_what_the_history_stage_wrote_and_the_api_says_
             return [i["id"] for i in items if i["origin"] == "history"] == ["turn:s2-0"]
 
         await eventually(new_turn, within=60, what="the turn said after the forget")
+
+
+async def test_a_relative_date_in_the_question_finds_the_turns_of_that_day(
+    db: AsyncEngine,
+) -> None:
+    tenant = f"hist-{uuid.uuid4().hex[:8]}"
+    days = [datetime(2023, 5, d, 18, 0) for d in (2, 16, 23)]
+    await MessageStore(db).insert_many(
+        [
+            stored(tenant, n, "user", "We tried a new recipe for dinner.", created_at=day)
+            for n, day in enumerate(days)
+        ]
+    )
+    await HistoryIndex(db, tenant_id=tenant).run_until_done()
+    provider = MySQLProvider(db)
+    query = "What did we cook for dinner two weeks ago?"
+    asked = datetime(2023, 5, 30, 9, 0)  # "two weeks ago": the week of 15 May 2023
+    found = await provider.search(tenant, "u1", None, query, top_k=1, at=asked)
+    assert [i.source_event_ids for i in found] == [("c1-1",)]
+    assert "(16 May 2023)" in found[0].content
+    a_week_later = await provider.search(tenant, "u1", None, query, top_k=1, at=days[2])
+    assert [i.source_event_ids for i in a_week_later] == [("c1-0",)]

@@ -68,3 +68,16 @@ def test_the_merge_orders_by_score_and_drops_passages_of_cited_turns() -> None:
     assert [i.id for i in merge([], turns, 2)] == ["turn:e1", "turn:e3"]
     # Never fewer items than the memories alone (up to top_k per cube).
     assert len(merge(memories, [], 1)) == 2
+
+
+def test_a_query_counts_its_relative_dates_from_when_it_is_asked() -> None:
+    from memstream.text.dates import dated_query
+
+    asked = datetime(2023, 5, 30, 23, 40)  # naive: UTC
+    assert dated_query("the hotel you recommended yesterday?", asked) == (
+        "the hotel you recommended on 29 May 2023?"
+    )
+    assert dated_query("what I bought two weeks ago", asked) == (
+        "what I bought in the week of 15 May 2023"
+    )
+    assert dated_query("my favourite hotel", None) == "my favourite hotel"

@@ -15,6 +15,7 @@ from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
 from memstream.providers import degraded
+from memstream.text.dates import dated_query
 from memstream_client.contract.api import (
     AddMemoryRequest,
     DeletedResponse,
@@ -47,8 +48,10 @@ async def search_memories(
     check_tenant(request, body.tenant_id)
     provider = await services.router.for_agent(body.tenant_id, body.agent_id)
     with degraded.collect() as fell_back:  # e.g. "embeddings": answered lexically
+        # Relative dates made absolute here, for every provider.
+        query = dated_query(body.query, body.at)
         found = await provider.search(
-            body.tenant_id, body.user_id, body.agent_id, body.query, top_k=body.top_k
+            body.tenant_id, body.user_id, body.agent_id, query, top_k=body.top_k
         )
     answer = _items(sorted(found, key=lambda m: m.score, reverse=True))
     answer.degraded = fell_back

@@ -12,7 +12,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from prometheus_client import Counter as Metric
@@ -76,7 +76,7 @@ class HistoryIndex:
             newest = (await conn.execute(select(func.max(x.c.message_id)))).scalar()
             query = (
                 select(m.c.id, m.c.tenant_id, m.c.user_id, m.c.agent_id, m.c.role)
-                .add_columns(m.c.message_type, m.c.content)
+                .add_columns(m.c.message_type, m.c.content, m.c.created_at)
                 .outerjoin(x, x.c.message_id == m.c.id)
                 .where(x.c.message_id.is_(None), m.c.id > (newest or 0) - SLACK_IDS)
                 .order_by(m.c.id)
@@ -105,15 +105,23 @@ class HistoryIndex:
         return total
 
 
+def day_terms(at: datetime) -> str:
+    """A turn's day and week as words, searchable with it, as an episode's line carries its
+    day: a question's relative date made absolute (``text.dates.dated_query``: "on 29 May
+    2023", "in the week of 15 May 2023", "in May 2023") finds what was said then."""
+    monday = at.date() - timedelta(days=at.weekday())
+    return f"{display_date(at)}, the week of {display_date(monday)}"
+
+
 def _index_rows(
     rows: Sequence[tuple[Any, ...]],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     docs: list[dict[str, Any]] = []
     terms: list[dict[str, Any]] = []
-    for message_id, tenant_id, user_id, agent_id, role, message_type, content in rows:
+    for message_id, tenant_id, user_id, agent_id, role, message_type, content, at in rows:
         length = 0
         if role in SEARCHED_ROLES and message_type == "chat" and content:
-            counted = document_terms(content)
+            counted = document_terms(f"{content}\n{day_terms(at)}")
             length = counted.length
             terms += [
                 {
@@ -276,6 +284,7 @@ async def search_turns(
 
 
 # --- passages and the merge (pure) -------------------------------------------------------
+
 
 _SENTENCE = re.compile(r"[^.!?。！？\n]+(?:[.!?。！？]+|\n+|$)")
 _SPACES = re.compile(r"\s+")

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
@@ -43,6 +43,7 @@ from memstream.retrieval import (
     relevance,
 )
 from memstream.store.reads import Reads
+from memstream.text.dates import dated_query
 from memstream.text.terms import phrases, tokenize
 
 log = logging.getLogger(__name__)
@@ -221,10 +222,13 @@ class MySQLProvider:
         query: str,
         *,
         top_k: int = 10,
+        at: datetime | None = None,
     ) -> list[MemoryItem]:
         """The memories (``search_memories``) and, with ``search_history``, passages of the
         user's stored turns where they score higher, in one list by score
-        (``history.merge``); a passage has ``origin`` ``"history"``."""
+        (``history.merge``); a passage has ``origin`` ``"history"``. Relative dates in the
+        query count from ``at``, when it is asked (now by default)."""
+        query = dated_query(query, at)
         found = await self.search_memories(tenant_id, user_id, agent_id, query, top_k=top_k)
         if not self.search_history or top_k <= 0 or not query.strip():
             return found
