@@ -117,6 +117,8 @@ async def test_the_worker_indexes_what_the_history_stage_wrote_and_the_api_says_
     events = [
         message(tenant, "s1", 0, content="Why is my sourdough bread sour?"),
         message(tenant, "s1", 1, content=EXPLANATION),
+        message(tenant, "s3", 0, content="I baked rye rolls.", created_at="2026-01-05T09:00:00Z"),
+        message(tenant, "s4", 0, content="I baked rye rolls!", created_at="2026-01-09T09:00:00Z"),
     ]
     await publish(settings, "message-written", events)
     search = {
@@ -132,11 +134,20 @@ async def test_the_worker_indexes_what_the_history_stage_wrote_and_the_api_says_
             items = (await api.post("/v1/memories/search", json=search)).json()["items"]
             return any(i["id"] == "turn:s1-1" for i in items)
 
-        await eventually(answered, within=60, what="the stored turn searchable")
+        await eventually(answered, within=180, what="the stored turn searchable")
         items = (await api.post("/v1/memories/search", json=search)).json()["items"]
         turn = next(i for i in items if i["id"] == "turn:s1-1")
         assert turn["origin"] == "history" and turn["source_event_ids"] == ["s1-1"]
         assert turn["content"].startswith("The assistant told the user")
+
+        # The question's relative dates count from when it is asked.
+        for at, expected in (
+            ("2026-01-06T08:00:00Z", "turn:s3-0"),
+            ("2026-01-10T08:00:00Z", "turn:s4-0"),
+        ):
+            asked = {**search, "query": "what did I bake yesterday?", "top_k": 1, "at": at}
+            dated = (await api.post("/v1/memories/search", json=asked)).json()["items"]
+            assert [i["id"] for i in dated] == [expected], at
 
         # Forgotten (messages kept): the user's turns are never searched again.
         forgot = await api.delete(f"/v1/users/user-1/memories?tenant_id={tenant}")
@@ -154,7 +165,7 @@ async def test_the_worker_indexes_what_the_history_stage_wrote_and_the_api_says_
             items = (await api.post("/v1/memories/search", json=search)).json()["items"]
             return [i["id"] for i in items if i["origin"] == "history"] == ["turn:s2-0"]
 
-        await eventually(new_turn, within=60, what="the turn said after the forget")
+        await eventually(new_turn, within=180, what="the turn said after the forget")
 
 
 async def test_a_relative_date_in_the_question_finds_the_turns_of_that_day(

@@ -226,9 +226,10 @@ class MySQLProvider:
     ) -> list[MemoryItem]:
         """The memories (``search_memories``) and, with ``search_history``, passages of the
         user's stored turns where they score higher, in one list by score
-        (``history.merge``); a passage has ``origin`` ``"history"``. Relative dates in the
-        query count from ``at``, when it is asked (now by default)."""
-        query = dated_query(query, at)
+        (``history.merge``); a passage has ``origin`` ``"history"``. Given ``at``, when the
+        question is asked, its relative dates are made absolute against it first."""
+        if at is not None:
+            query = dated_query(query, at)
         found = await self.search_memories(tenant_id, user_id, agent_id, query, top_k=top_k)
         if not self.search_history or top_k <= 0 or not query.strip():
             return found
