@@ -34,6 +34,7 @@ ORIGIN = "history"
 
 SEARCHED_ROLES = ("user", "assistant")
 POSTINGS_BUDGET = 20_000
+INLINE_POSTINGS = 2_000
 """At most this many postings are scored per search, the query's rarest terms first."""
 PASSAGE_CHARS = 320
 """A turn is answered as its best passage of about this many characters: a raw assistant
@@ -245,7 +246,12 @@ async def search_turns(
     """The user's best ``top_k`` turns for ``query``, each as its best passage."""
     terms = tokenize(query)
     found = await read_postings(conn, tenant_id, user_id, agent_id, terms, budget=budget)
-    best = rank(terms, found, top_k)
+    postings = sum(len(docs) for docs in found.words.values())
+    # Many postings are scored in a thread, so that the loop keeps serving (as memories are).
+    if postings > INLINE_POSTINGS:
+        best = await asyncio.to_thread(rank, terms, found, top_k)
+    else:
+        best = rank(terms, found, top_k)
     if not best:
         return []
     ids = [message_id for _, message_id in best]
