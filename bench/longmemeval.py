@@ -273,6 +273,38 @@ def report(scores: dict[str, dict[str, Score]], questions: list[Question]) -> No
         )
 
 
+async def search_cost(engine: Any, questions: list[Question]) -> None:
+    """This process's CPU time per search, the memories alone and with the stored turns,
+    each question asked five times after a first, uncounted round (warm connections)."""
+    provider = MySQLProvider(engine)
+    rounds = 5
+
+    async def memories_only(q: Question) -> object:
+        return await provider.search_memories(q.tenant, q.user, None, q.raw["question"])
+
+    async def with_turns(q: Question) -> object:
+        asked = when(q.raw["question_date"])
+        return await provider.search(q.tenant, q.user, None, q.raw["question"], at=asked)
+
+    cost = {}
+    for label, call in (("memories only", memories_only), ("memories + turns", with_turns)):
+        for q in questions:
+            await call(q)
+        provider.clear_cache()
+        began = time.process_time()
+        for _ in range(rounds):
+            for q in questions:
+                await call(q)
+            provider.clear_cache()  # the lexical answer cache would answer repeats
+        cost[label] = (time.process_time() - began) * 1000 / (rounds * len(questions))
+    await provider.aclose()
+    print(
+        f"\nCPU of this process per search on {engine.dialect.name} (top 10, "
+        f"{len(questions)} users of ~480 turns): "
+        + ", ".join(f"{label} {ms:.2f} ms" for label, ms in cost.items())
+    )
+
+
 async def stored_count(engine: Any, questions: list[Question]) -> int:
     store = MessageStore(engine)
     return sum([await store.count(q.tenant) for q in questions])
@@ -346,6 +378,7 @@ async def main() -> None:
             f"{os.getloadavg()[0]:.1f})"
         )
         report(await score(engine, questions), questions)
+        await search_cost(engine, questions)
     finally:
         worker.stop(timeout=30)
         async with engine.begin() as conn:
