@@ -10,7 +10,9 @@ recall_any@k whether the top k cite an answer session. Okapi BM25 (rank_bm25's f
 the same user's raw turns is scored in the same run, with the tokens of both top 10s.
 
 ``LONGMEMEVAL_QUESTIONS=N`` keeps N questions, the types taken in turn (the whole split has 60,
-about 29,000 turns); ``LONGMEMEVAL_PATH`` overrides the data file.
+about 29,000 turns); ``LONGMEMEVAL_PATH`` overrides the data file. ``LONGMEMEVAL_KEEP=1``
+keeps the run's database, and ``LONGMEMEVAL_DATABASE=<its name>`` scores it again (the same
+questions) without ingesting anything.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from sqlalchemy import text as sql
 from bench.locomo import OkapiBM25
 from bench.longterm import chain_idle
 from bench.support import isolated_settings, log_dir, start_worker
+from memstream.broker.topics import publish
 from memstream.providers.builtin import MySQLProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
@@ -332,58 +335,71 @@ async def main() -> None:
         return
     raw = json.loads(gzip.decompress(path.read_bytes()))
     limit = os.environ.get("LONGMEMEVAL_QUESTIONS")
-    run = uuid.uuid4().hex[:8]
+    kept = os.environ.get("LONGMEMEVAL_DATABASE")  # a run's database kept, scored again
+    run = kept.rsplit("_", 1)[-1] if kept else uuid.uuid4().hex[:8]
     questions = [build(r, run, n) for n, r in enumerate(pick(raw, int(limit) if limit else None))]
     base = Settings()
-    # A database of its own, dropped at the end.
+    # A database of its own, dropped at the end unless LONGMEMEVAL_KEEP is set.
     database = make_url(base.database_url).set(database=f"memstream_bench_lme_{run}")
     database_url = database.render_as_string(hide_password=False)
+    engine = create_engine(database_url)
+    if kept:
+        report(await score(engine, questions), questions)
+        await search_cost(engine, questions)
+        await engine.dispose()
+        return
     await migrate(database_url)
     settings = isolated_settings(
         worker_web_port=free_port(), log_level="WARNING", database_url=database_url
     )
-    engine = create_engine(database_url)
     worker = start_worker(settings, log_dir("longmemeval"))
     try:
-        from memstream.broker.topics import publish
-
-        turns = [m for q in questions for m in q.messages]
-        began = time.perf_counter()
-        await publish(settings, "message-written", turns)
-
-        async def stored() -> bool:
-            return await stored_count(engine, questions) == len(turns)
-
-        await eventually(stored, within=3600, what="LongMemEval turns stored")
-        ingest = time.perf_counter() - began
-        began = time.perf_counter()
-        await publish(settings, "session-ended", [e for q in questions for e in q.ends])
-        await asyncio.sleep(5)
-        await eventually(lambda: chain_idle(settings), within=7200, what="chain idle")
-        chain = time.perf_counter() - began
-        began = time.perf_counter()
-        await wait_indexed(engine)
-        indexed = time.perf_counter() - began
-        async with engine.connect() as conn:
-            live = (
-                await conn.execute(
-                    sql("SELECT count(*) FROM long_term_memory WHERE deleted_at IS NULL")
-                )
-            ).scalar_one()
-        print(
-            f"{len(turns):,} messages in {sum(len(q.ends) for q in questions):,} sessions of "
-            f"{len(questions)} users: stored in {ingest:.0f} s, chain idle {chain:.0f} s after "
-            f"the sessions ended, history indexed {indexed:.0f} s later; {live:,} live memories "
-            f"({os.cpu_count()} cores shared with other work, load average "
-            f"{os.getloadavg()[0]:.1f})"
-        )
+        await ingest(settings, engine, questions)
         report(await score(engine, questions), questions)
         await search_cost(engine, questions)
     finally:
         worker.stop(timeout=30)
-        async with engine.begin() as conn:
-            await conn.execute(sql(f"DROP DATABASE IF EXISTS `{database.database}`"))
+        if os.environ.get("LONGMEMEVAL_KEEP"):
+            print(f"kept: LONGMEMEVAL_DATABASE={database.database} scores it again")
+        else:
+            async with engine.begin() as conn:
+                await conn.execute(sql(f"DROP DATABASE IF EXISTS `{database.database}`"))
         await engine.dispose()
+
+
+async def ingest(settings: Settings, engine: Any, questions: list[Question]) -> None:
+    """Every turn published and stored, every session ended, the chain idle, the turns
+    indexed; the times printed."""
+    turns = [m for q in questions for m in q.messages]
+    began = time.perf_counter()
+    await publish(settings, "message-written", turns)
+
+    async def stored() -> bool:
+        return await stored_count(engine, questions) == len(turns)
+
+    await eventually(stored, within=3600, what="LongMemEval turns stored")
+    stored_in = time.perf_counter() - began
+    began = time.perf_counter()
+    await publish(settings, "session-ended", [e for q in questions for e in q.ends])
+    await asyncio.sleep(5)
+    await eventually(lambda: chain_idle(settings), within=7200, what="chain idle")
+    chain = time.perf_counter() - began
+    began = time.perf_counter()
+    await wait_indexed(engine)
+    indexed = time.perf_counter() - began
+    async with engine.connect() as conn:
+        live = (
+            await conn.execute(
+                sql("SELECT count(*) FROM long_term_memory WHERE deleted_at IS NULL")
+            )
+        ).scalar_one()
+    print(
+        f"{len(turns):,} messages in {sum(len(q.ends) for q in questions):,} sessions of "
+        f"{len(questions)} users: stored in {stored_in:.0f} s, chain idle {chain:.0f} s after "
+        f"the sessions ended, history indexed {indexed:.0f} s later; {live:,} live memories "
+        f"({os.cpu_count()} cores shared with other work, load average "
+        f"{os.getloadavg()[0]:.1f})"
+    )
 
 
 if __name__ == "__main__":
