@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from prometheus_client import Counter as Metric
@@ -296,6 +297,23 @@ _SENTENCE = re.compile(r"[^.!?。！？\n]+(?:[.!?。！？]+|\n+|$)")
 _SPACES = re.compile(r"\s+")
 
 
+_WORD = re.compile(r"\w+")
+
+
+@lru_cache(maxsize=65_536)
+def _terms_of_word(word: str) -> frozenset[str]:
+    return frozenset(tokenize(word))
+
+
+def _terms_of(sentence: str) -> frozenset[str]:
+    """The index terms of ``sentence``, a word at a time through a cache: a passage is cut
+    from long turns on every search, and most of their words recur."""
+    out: set[str] = set()
+    for word in _WORD.findall(sentence.lower()):
+        out |= _terms_of_word(word)
+    return frozenset(out)
+
+
 def turn_line(role: str, at: datetime, text: str) -> str:
     """A passage as one dated, attributed line, like an episode."""
     who = "The user said" if role == "user" else "The assistant told the user"
@@ -309,7 +327,7 @@ def passage(text: str, query_words: frozenset[str], limit: int = PASSAGE_CHARS) 
     if len(text) <= limit:
         return text
     sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
-    hits = [frozenset(tokenize(s)) & query_words for s in sentences]
+    hits = [_terms_of(s) & query_words for s in sentences]
     best, best_words, best_start = "", -1, 0
     for start in range(len(sentences)):
         run: list[str] = []
@@ -331,13 +349,29 @@ def passage(text: str, query_words: frozenset[str], limit: int = PASSAGE_CHARS) 
 def merge(
     memories: Sequence[MemoryItem], turns: Sequence[MemoryItem], top_k: int
 ) -> list[MemoryItem]:
-    """Memories and passages in one list by score, as long as the memories' or ``top_k``
-    (the longer); a passage of a turn that a memory already cites adds nothing and is left
-    out."""
+    """Memories and passages taken in turn, each list in its own order (a memory first), as
+    long as the memories' or ``top_k`` (the longer); a passage of a turn that a memory already
+    cites adds nothing and is left out. The two scores are not on one scale (a memory is
+    short, a turn long and ranked among turns), so neither list may crowd the other out. A
+    passage's score is set within those of its neighbours, so the list stays sorted by score
+    and a memory keeps its own."""
     cited = {e for item in memories for e in item.source_event_ids}
     extra = [t for t in turns if not cited.intersection(t.source_event_ids)]
-    both = sorted([*memories, *extra], key=lambda item: -item.score)
-    return both[: max(top_k, len(memories))]
+    limit = max(top_k, len(memories))
+    order: list[MemoryItem] = []
+    for n in range(max(len(memories), len(extra))):
+        order += [*memories[n : n + 1], *extra[n : n + 1]]
+    order = order[:limit]
+    out: list[MemoryItem] = []
+    for n, item in enumerate(order):
+        if item.origin == ORIGIN:
+            after = next((i.score for i in order[n + 1 :] if i.origin != ORIGIN), 0.0)
+            score = max(item.score, after)
+            if out:
+                score = min(score, out[-1].score)
+            item = replace(item, score=score)
+        out.append(item)
+    return out
 
 
 async def forget_turns(engine: AsyncEngine, tenant_id: str, user_id: str) -> None:
