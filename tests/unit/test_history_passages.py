@@ -57,25 +57,22 @@ def test_rank_orders_turns_by_bm25_against_the_users_average_length() -> None:
     assert rank(["beer"], TurnPostings(), 5) == []
 
 
-def test_the_merge_takes_memories_and_passages_in_turn_and_stays_sorted() -> None:
-    memories = [item("m1", 0.9, "e1"), item("m2", 0.5, "e2"), item("m3", 0.4, "e5")]
+def test_passages_fill_what_the_memories_leave_and_the_list_stays_sorted() -> None:
+    memories = [item("m1", 0.9, "e1"), item("m2", 0.5, "e2")]
     turns = [
         item("turn:e1", 0.95, "e1", origin="history"),  # m1 cites it: left out
-        item("turn:e3", 0.2, "e3", origin="history"),
-        item("turn:e4", 0.45, "e4", origin="history"),
-        item("turn:e6", 0.3, "e6", origin="history"),
+        item("turn:e3", 0.7, "e3", origin="history"),
+        item("turn:e4", 0.3, "e4", origin="history"),
+        item("turn:e6", 0.2, "e6", origin="history"),
     ]
-    merged = merge(memories, turns, 10)
-    assert [i.id for i in merged] == ["m1", "turn:e3", "m2", "turn:e4", "m3", "turn:e6"]
-    scores = [i.score for i in merged]
-    assert scores == sorted(scores, reverse=True)
-    assert [i.score for i in merged if i.origin == "memory"] == [0.9, 0.5, 0.4]
-    assert merged[1].score == 0.5 and merged[3].score == 0.45 and merged[5].score == 0.3
-    assert [i.id for i in merge(memories, turns, 3)] == ["m1", "turn:e3", "m2"]
+    merged = merge(memories, turns, 4)
+    assert [i.id for i in merged] == ["m1", "m2", "turn:e3", "turn:e4"]
+    assert [i.score for i in merged] == [0.9, 0.5, 0.5, 0.3]
+    # Memories that fill the top k leave no room; none at all, and the turns answer.
+    assert [i.id for i in merge(memories, turns, 2)] == ["m1", "m2"]
     assert [i.id for i in merge([], turns, 2)] == ["turn:e1", "turn:e3"]
-    assert [i.score for i in merge([], turns, 3)] == [0.95, 0.2, 0.2]
     # Never fewer items than the memories alone (up to top_k per cube).
-    assert len(merge(memories, [], 1)) == 3
+    assert len(merge(memories, [], 1)) == 2
 
 
 def test_a_query_counts_its_relative_dates_from_when_it_is_asked() -> None:

@@ -355,27 +355,18 @@ def passage(text: str, query_words: frozenset[str], limit: int = PASSAGE_CHARS) 
 def merge(
     memories: Sequence[MemoryItem], turns: Sequence[MemoryItem], top_k: int
 ) -> list[MemoryItem]:
-    """Memories and passages taken in turn, each list in its own order (a memory first), as
-    long as the memories' or ``top_k`` (the longer); a passage of a turn that a memory already
-    cites adds nothing and is left out. The two scores are not on one scale (a memory is
-    short, a turn long and ranked among turns), so neither list may crowd the other out. A
-    passage's score is set within those of its neighbours, so the list stays sorted by score
-    and a memory keeps its own."""
+    """The memories, then passages filling what they leave of the top ``top_k``: the stored
+    turns answer where memories cannot (none scored above the threshold, or too few). A
+    passage of a turn that a memory already cites adds nothing and is left out. The two scores
+    are not on one scale (a memory is short, a turn long and ranked among turns), so a
+    passage never displaces a memory; its score is capped at the one before it, so the list
+    stays sorted by score and a memory keeps its own."""
     cited = {e for item in memories for e in item.source_event_ids}
     extra = [t for t in turns if not cited.intersection(t.source_event_ids)]
-    limit = max(top_k, len(memories))
-    order: list[MemoryItem] = []
-    for n in range(max(len(memories), len(extra))):
-        order += [*memories[n : n + 1], *extra[n : n + 1]]
-    order = order[:limit]
-    out: list[MemoryItem] = []
-    for n, item in enumerate(order):
-        if item.origin == ORIGIN:
-            after = next((i.score for i in order[n + 1 :] if i.origin != ORIGIN), 0.0)
-            score = max(item.score, after)
-            if out:
-                score = min(score, out[-1].score)
-            item = replace(item, score=score)
+    out = list(memories)
+    for item in extra[: max(0, top_k - len(memories))]:
+        if out and item.score > out[-1].score:
+            item = replace(item, score=out[-1].score)
         out.append(item)
     return out
 
