@@ -225,8 +225,8 @@ class MySQLProvider:
         at: datetime | None = None,
     ) -> list[MemoryItem]:
         """The memories (``search_memories``) and, with ``search_history``, passages of the
-        user's stored turns where they score higher, in one list by score
-        (``history.merge``); a passage has ``origin`` ``"history"``. Given ``at``, when the
+        user's stored turns in what they leave of the top k (``history.merge``); a passage
+        has ``origin`` ``"history"``. Given ``at``, when the
         question is asked, its relative dates are made absolute against it first."""
         if at is not None:
             query = dated_query(query, at)
