@@ -10,7 +10,8 @@ It reaches:
   that switched provider since left its memories where they were written. Once a provider
   has forgotten the user, the ledger's copies of the user's memories there are deleted too;
 - the built-in store: every memory of the user is deleted for good, with its vectors, the live
-  ones and those expired before (which still held their text);
+  ones and those expired before (which still held their text), and the user's turns leave the
+  turn index its search falls back to;
 - the user's recorded changes and links (``memory_change``, ``memory_link``): each forgotten
   memory is published as ``forgotten``, without its text, and nothing else of the user stays
   (a change still waiting for the relay goes out first, its text erased, then goes too);
@@ -48,6 +49,7 @@ from memstream.broker.clients import group_less_consumer, stop_consumer
 from memstream.broker.offsets import high_watermarks
 from memstream.broker.topics import partitions_of
 from memstream.errors import ProviderUnavailable
+from memstream.providers.builtin import history
 from memstream.providers.router import ProviderRouter
 from memstream.settings import Settings
 from memstream.store.agents import Provider
@@ -195,6 +197,7 @@ async def erase_memories(
     )
     terms = memory_term.c
     await _delete_all(engine, memory_term, (terms.tenant_id == tenant_id, terms.user_id == user_id))
+    await history.forget_turns(engine, tenant_id, user_id)
     await _delete_all(
         engine, long_term_memory, (memories.tenant_id == tenant_id, memories.user_id == user_id)
     )

@@ -66,6 +66,8 @@ class MemoryItem:
     kind: MemoryKind = "fact"
     occurred_at: datetime | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    # "memory", or "history" for a passage of a stored turn a search answered with.
+    origin: str = "memory"
 
 
 def is_provisional(item: MemoryItem) -> bool:

@@ -141,6 +141,9 @@ class Settings(BaseSettings):
     # How long a user's memory index, checked against the built-in store, serves searches
     # before it is checked again: what the worker writes reaches the load path within it.
     long_term_fresh_seconds: float = Field(default=1.0, ge=0)
+    # The built-in store's search also ranks passages of the user's stored chat turns, which
+    # fill what the memories above the threshold leave of the top k.
+    search_history: bool = True
     # Episodes (what the user said, dated) are kept this many days from when they were stored,
     # and at most this many per user, the newest first; 0 turns either limit off.
     episode_retention_days: int = Field(default=365, ge=0)

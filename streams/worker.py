@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 LAG_INTERVAL_SECONDS = 10.0
 
 # Besides one agent module per stage (named after it in memstream.topology): the embedding
-# and term backfills and the memory-changed relay run with the long-term stages.
-_BESIDES = {"longterm": ("embed", "index_terms", "changes")}
+# and term backfills, the turn index and the memory-changed relay run with the long-term stages.
+_BESIDES = {"longterm": ("embed", "index_terms", "index_history", "changes")}
 # The agent modules of each role; importing one registers its agents on the app.
 AGENTS = {
     role: (*(stage.name for stage in STAGES if stage.role == role), *_BESIDES.get(role, ()))

@@ -1,5 +1,6 @@
-"""Episodes: what the user said that carries content, kept as one dated, attributed line.
-Why it works this way: docs/design/episodes.md."""
+"""Episodes: what was said that carries content, kept as one dated, attributed line: each new
+user turn, and each assistant turn that tells the user something to keep (names, numbers, a
+list, a recommendation). Why it works this way: docs/design/episodes.md."""
 
 from __future__ import annotations
 
@@ -176,14 +177,79 @@ def episode_of(message: SessionMessage, previous: SessionMessage | None) -> Cand
     )
 
 
+_LIST_ITEM = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*•+])\s+(.+)$")
+_MARKUP = re.compile(r"[*_`#>]+")
+_HEAD_END = re.compile(r":\s|\s[-–—]\s|(?<=[.!?])\s")
+_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][\w'&.-]+|\d")
+_RECOMMEND = re.compile(
+    r"\b(?:recommend|suggest|try|consider|check out|visit|go with|opt for|remind|reminder|"
+    r"I'll|I will|I've (?:added|booked|scheduled|set|noted))\b",
+    re.I,
+)
+_AFTER_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
+MAX_LIST_HEAD_CHARS = 120
+MAX_LEAD_CHARS = 200
+
+
+def _head(item: str) -> str:
+    """A list item's head: its bold title or the part before its colon or first sentence."""
+    item = _MARKUP.sub("", item).strip()
+    cut = _HEAD_END.search(item)
+    head = item[: cut.start()] if cut and cut.start() > 2 else item
+    return _clip(head.rstrip(" :.,;"), MAX_LIST_HEAD_CHARS)
+
+
+def _informative(sentence: str) -> bool:
+    return bool(_NAME.search(sentence) or _RECOMMEND.search(sentence))
+
+
+def assistant_episode(message: SessionMessage) -> Candidate | None:
+    """What an assistant turn told the user, as one dated, attributed line: its opening
+    sentence and the heads of its list items, or without a list its sentences with a name, a
+    number or a recommendation; None when it has none of these (small talk, a question back,
+    a plain explanation)."""
+    lines = [_MARKUP.sub("", line).strip() for line in message.content.splitlines()]
+    lines = [line for line in lines if line]
+    items = [i for i, line in enumerate(lines) if _LIST_ITEM.match(line)]
+    heads = [h for i in items if (h := _head(_LIST_ITEM.match(lines[i]).group(1)))]  # type: ignore[union-attr]
+    if len(heads) >= 2:
+        opening = _SENTENCE_END.split(" ".join(lines[: items[0]]), maxsplit=1)[0].strip()
+        opening = _clip(opening, MAX_LEAD_CHARS).rstrip(" :")
+        body = f"{opening}: {'; '.join(heads)}" if opening else "; ".join(heads)
+    else:
+        sentences = [s.strip() for s in _AFTER_SENTENCE.split(" ".join(lines)) if s.strip()]
+        # A question back tells the user nothing.
+        kept = [s for s in sentences if _informative(s) and not s.endswith(("?", "？"))]
+        body = " ".join(kept)
+        if not kept or is_small_talk(body):
+            return None
+    chinese = is_mostly_cjk(message.content)
+    who = "助手告诉用户" if chinese else "The assistant told the user"
+    text = _clip(ground(body, message.created_at), MAX_EPISODE_CHARS)
+    return Candidate(
+        content=_line(who, message.created_at, text, chinese),
+        memory_type="text_mem",
+        scope="user",
+        importance=EPISODE_IMPORTANCE,
+        category="episode",
+        source_event_ids=(message.event_id,),
+        kind="episode",
+        occurred_at=message.created_at,
+    )
+
+
 def select_episodes(messages: Sequence[SessionMessage]) -> list[Candidate]:
-    """One episode per new user turn that carries content, oldest first."""
+    """One episode per new user turn that carries content, and per new assistant turn that
+    told the user something to keep, oldest first."""
     out: list[Candidate] = []
     previous: SessionMessage | None = None
     for message in messages:
+        episode: Candidate | None = None
         if message.new and message.role == "user":
             episode = episode_of(message, previous)
-            if episode is not None:
-                out.append(episode)
+        elif message.new and message.role == "assistant":
+            episode = assistant_episode(message)
+        if episode is not None:
+            out.append(episode)
         previous = message
     return out

@@ -65,6 +65,7 @@ class ProviderRouter:
                 query_timeout=settings.long_term_timeout_seconds / 2,
                 fresh_seconds=settings.long_term_fresh_seconds,
                 reads=reads,
+                search_history=settings.search_history,
             )
         self._ttl = config_cache_seconds
         self._configs: dict[tuple[str, str], tuple[float, AgentConfig | None]] = {}

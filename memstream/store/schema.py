@@ -495,3 +495,35 @@ user_forget = Table(
     Index("ix_forget_user", "tenant_id", "user_id"),
     **MYSQL_TABLE_ARGS,
 )
+
+
+# The built-in store's search over the stored chat turns (providers/builtin/history.py), the
+# fallback where memories cannot answer: the postings of each indexed message, one row per
+# word with its frequency, read per query term for one user (the primary key's prefix).
+message_term = Table(
+    "message_term",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("user_id", _ID, primary_key=True),
+    Column("term", String(TERM_CHARS), primary_key=True),
+    Column("message_id", _PK, primary_key=True, autoincrement=False),
+    Column("tf", Integer, nullable=False),
+    **MYSQL_TABLE_ARGS,
+)
+
+# One row per ``conversation_message`` row the turn index has read (``message_id`` is its
+# ``id``): who said it and its length in index terms, 0 for a message that is not searched
+# (not a chat turn of the user or the assistant). A message without a row is not indexed yet.
+message_indexed = Table(
+    "message_indexed",
+    metadata,
+    Column("message_id", _PK, primary_key=True, autoincrement=False),
+    Column("tenant_id", _ID, nullable=False),
+    Column("user_id", _ID, nullable=False),
+    Column("agent_id", _ID, nullable=True),
+    Column("role", String(16), nullable=False),
+    Column("term_count", Integer, nullable=False),
+    # A search counts one user's searchable turns (N and the average length of BM25).
+    Index("ix_message_indexed_user", "tenant_id", "user_id", "term_count"),
+    **MYSQL_TABLE_ARGS,
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 MONTHS = (
     "January",
@@ -61,6 +61,17 @@ def ground_dates(text: str, created_at: datetime) -> str:
     today = created_at.date()
     text = _EN.sub(lambda m: _grounded(m, today, _english), text)
     return _ZH.sub(lambda m: _grounded(m, today, _chinese), text)
+
+
+def dated_query(query: str, at: datetime | None) -> str:
+    """``query`` with its relative dates ("two weeks ago", "yesterday") made absolute against
+    when it is asked (``at``, naive meaning UTC; now by default), as memories and stored turns
+    carry their day."""
+    if at is None:
+        at = datetime.now(UTC)
+    elif at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return ground_dates(query, at)
 
 
 # --- calendar arithmetic -----------------------------------------------------------------------

@@ -19,6 +19,7 @@ from memstream.errors import ApiError, ServiceUnavailable
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
 from memstream.providers import degraded
 from memstream.store.owners import memory_of_user
+from memstream.text.dates import dated_query
 from memstream_client.contract.api import (
     AddMemoryRequest,
     DeletedResponse,
@@ -54,12 +55,14 @@ async def search_memories(
     loop = asyncio.get_running_loop()
     arrived = request.scope.get(ARRIVED, loop.time())
     limit = request.app.state.settings.long_term_timeout_seconds
+    # Relative dates made absolute here, for every provider.
+    query = dated_query(body.query, body.at)
     try:
         async with asyncio.timeout_at(arrived + limit) as within:
             provider = await services.router.for_agent(body.tenant_id, body.agent_id)
             with degraded.collect() as fell_back:  # e.g. "embeddings": answered lexically
                 found = await provider.search(
-                    body.tenant_id, body.user_id, body.agent_id, body.query, top_k=body.top_k
+                    body.tenant_id, body.user_id, body.agent_id, query, top_k=body.top_k
                 )
     except TimeoutError:
         if not within.expired():

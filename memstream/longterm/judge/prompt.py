@@ -28,8 +28,11 @@ WHAT TO JUDGE
 are context: use them to understand the new messages (pronouns, what "it" or "there" refers \
 to), but never extract a memory that only they contain.
 - Each message is shown as `{NEW_MARK} (event_id) role: content` or `(event_id) role: content`.
-- Remember what the user states about themselves, or what the user confirms. What the \
-assistant says is a memory only when the user agreed with or asked for it.
+- Remember what the user states about themselves, or what the user confirms.
+- Remember too what the assistant told the user that the user may ask about again: \
+recommendations, answers with names, numbers or lists, plans and promises it made. Write \
+them attributed, "The assistant recommended Roscioli in Rome to the user for a romantic \
+dinner.", never as facts about the user unless the user agreed.
 
 CATEGORIES (with their importance range, 1 = trivial, 10 = essential)
 - "preference" ({_range("preference")}): likes, dislikes, tastes, favourites, habits. \

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
@@ -23,7 +23,7 @@ from memstream.embeddings.client import EmbeddingClient
 from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT
 from memstream.memory import MemoryItem, NewMemory, readable_cubes
 from memstream.providers import degraded
-from memstream.providers.builtin import postings, ranking, sql
+from memstream.providers.builtin import history, postings, ranking, sql
 from memstream.providers.builtin.index_cache import RecentSearches, search_terms
 from memstream.providers.builtin.ranking import (
     hybrid_candidates,
@@ -43,6 +43,7 @@ from memstream.retrieval import (
 )
 from memstream.store.reads import Reads
 from memstream.store.schema import TERM_CHARS
+from memstream.text.dates import dated_query
 from memstream.text.terms import phrases, tokenize
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class MySQLProvider:
         reads: Reads | None = None,
         postings_budget: int = postings.POSTINGS_BUDGET,
         changes: ChangeOutbox | None = None,
+        search_history: bool = True,
     ) -> None:
         self._engine = engine
         # Every change is recorded in the outbox in the transaction that makes it.
@@ -86,6 +88,8 @@ class MySQLProvider:
         self.relativity = relativity
         self.mmr_lambda = mmr_lambda
         self.postings_budget = postings_budget
+        # Passages of the stored chat turns fill the top k where memories cannot answer.
+        self.search_history = search_history
         self._recent = RecentSearches(fresh_seconds)
         self.embedder = embedder
         self.query_timeout = query_timeout
@@ -212,6 +216,29 @@ class MySQLProvider:
             return await sql.list_live(conn, tenant_id, user_id, readable_cubes(agent_id))
 
     async def search(
+        self,
+        tenant_id: str,
+        user_id: str,
+        agent_id: str | None,
+        query: str,
+        *,
+        top_k: int = 10,
+        at: datetime | None = None,
+    ) -> list[MemoryItem]:
+        """The memories (``search_memories``) and, with ``search_history``, passages of the
+        user's stored turns in what they leave of the top k (``history.merge``); a passage
+        has ``origin`` ``"history"``. Given ``at``, when the
+        question is asked, its relative dates are made absolute against it first."""
+        if at is not None:
+            query = dated_query(query, at)
+        found = await self.search_memories(tenant_id, user_id, agent_id, query, top_k=top_k)
+        if not self.search_history or len(found) >= top_k or not query.strip():
+            return found  # turns only fill what the memories leave: none left, none read
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            turns = await history.search_turns(conn, tenant_id, user_id, agent_id, query, top_k)
+        return history.merge(found, turns, top_k)
+
+    async def search_memories(
         self,
         tenant_id: str,
         user_id: str,

@@ -154,6 +154,11 @@ class MessagesResponse(Shape):
 class MemoryOut(ContextItem):
     source_event_ids: list[str]
     created_at: datetime
+    origin: str = Field(
+        default="memory",
+        description="`memory`, or `history` for the passage of a stored chat turn that a "
+        "search answered with where memories could not (the id is `turn:<event_id>`).",
+    )
 
 
 class MemoriesResponse(Shape):
@@ -185,6 +190,11 @@ class SearchRequest(RequestBody):
     agent_id: Id | None = None
     query: Annotated[str, StringConstraints(min_length=1, max_length=32768)]
     top_k: int = Field(default=10, ge=1, le=100)
+    at: datetime | None = Field(
+        default=None,
+        description="When the question is asked (RFC 3339; default now): its relative dates "
+        '("two weeks ago", "yesterday") count from it.',
+    )
 
 
 class AddMemoryRequest(RequestBody):

@@ -1,5 +1,6 @@
 """The rule-based judge: candidates from the new user messages by regular expressions, the
-fallback when there is no LLM or it fails. Each sentence goes to the Chinese grammar (``zh``)
+fallback when there is no LLM or it fails; from the assistant's, its recommendations and
+promises, attributed (``en.assistant``). Each sentence goes to the Chinese grammar (``zh``)
 when it holds a Chinese character, to the English one (``en``) otherwise."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from memstream.longterm.judge.candidates import default_memory_type, default_scope
 from memstream.longterm.judge.rules.common import Hit, finish
 from memstream.longterm.judge.rules.en import judge_en
+from memstream.longterm.judge.rules.en.assistant import judge_assistant_en
 from memstream.longterm.judge.rules.zh import judge_zh
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.text.scripts import has_han
@@ -39,14 +41,17 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-def _hits_of(text: str) -> list[Hit]:
+def _hits_of(text: str, role: str = "user") -> list[Hit]:
     text = _CODE_BLOCK.sub("\n", text.translate(_APOSTROPHES))[:MAX_RULE_CHARS]
     hits: list[Hit] = []
     for sentence in split_sentences(text):
         sentence = re.sub(r"^[\s>*#\-•·]+", "", sentence)  # quote marks and bullets
         if not sentence:
             continue
-        if has_han(sentence):
+        if role == "assistant":
+            if not has_han(sentence):
+                hits += judge_assistant_en(sentence.replace("**", ""))
+        elif has_han(sentence):
             hits += judge_zh(sentence)
         else:
             hits += judge_en(sentence)
@@ -54,14 +59,15 @@ def _hits_of(text: str) -> list[Hit]:
 
 
 def rule_based_judge(messages: Sequence[SessionMessage]) -> list[Candidate]:
-    """Candidates from the new user messages by regular expressions (English and Chinese);
-    the fallback when there is no LLM or it fails."""
+    """Candidates from the new user messages by regular expressions (English and Chinese),
+    and the recommendations and promises of the new assistant messages (English); the
+    fallback when there is no LLM or it fails."""
     out: list[Candidate] = []
     index: dict[str, int] = {}
     for message in messages:
-        if not message.new or message.role != "user":
+        if not message.new or message.role not in ("user", "assistant"):
             continue
-        for hit in _hits_of(message.content):
+        for hit in _hits_of(message.content, message.role):
             content = finish(hit)
             key = content.casefold()
             if key in index:
