@@ -69,12 +69,11 @@ from memstream.store.schema import (
     processed_mark,
     provider_memory,
 )
+from memstream_client.contract.topics import INPUT_TOPICS
 
 log = logging.getLogger(__name__)
 
 EXTERNAL: tuple[Provider, ...] = ("MEMOS", "MEM0")
-# The public topics a user's words arrive on: a forget covers what they held when it began.
-INPUT_TOPICS = ("message-written", "session-ended")
 _CHUNK = 5000  # rows per DELETE, so that no transaction holds many rows locked
 _IN_LIST = 500  # conversation ids per IN (...) list
 

@@ -1,18 +1,6 @@
-"""The history stage: message-written events into the record (MySQL) and the hot cache (Redis).
-
-Order of effects for one batch, so that a crash at any point loses nothing:
-1. reject invalid records to dead-letter (awaited until the broker has them);
-2. write the valid ones to the record in one idempotent multi-row INSERT, retrying with
-   backoff while the database is down (offsets are not committed meanwhile);
-3. update the cache, best effort: a Redis failure is counted and the stream goes on, once the
-   conversations it missed are marked in the record for their cached copies to be dropped
-   (``memstream.store.rebuilds``; dropped with the next batch that reaches Redis); a node
-   that keeps failing is not asked (``memstream.store.cache``), so it costs no wait;
-4. only then does the caller acknowledge the batch's offsets.
-A redelivered batch repeats 2 and 3 with no visible change. Events of a user whose history a
-forget purged, from before the forget, are dropped on purpose; a forget that begins while the
-batch is written is checked once it is, and what it covers is taken back.
-"""
+"""The history stage: message-written events into the record (MySQL), then the hot cache
+(Redis), in the order that loses nothing through a crash; a redelivered batch changes nothing.
+Why it works this way: docs/design/history-stage.md."""
 
 from __future__ import annotations
 

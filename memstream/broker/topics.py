@@ -20,6 +20,7 @@ from memstream.broker.offsets import target_offsets
 from memstream.broker.patience import patiently
 from memstream.settings import Settings
 from memstream.topology import PUBLIC_TOPICS
+from memstream_client.contract.topics import MEMORY_CHANGED
 
 
 async def ensure_topics(settings: Settings, names: tuple[str, ...] = PUBLIC_TOPICS) -> None:
@@ -32,7 +33,7 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     """The configs memstream sets on a topic (unprefixed ``name``): ``memory-changed`` keeps a
     change for ``MEMSTREAM_CHANGES_RETENTION_HOURS``, the longest a forgotten text may stay.
     It is not compacted: its key is the user, and compaction would keep a user's last change."""
-    if name != "memory-changed":
+    if name != MEMORY_CHANGED:
         return {}
     return {"retention.ms": str(int(settings.changes_retention_hours * 3600 * 1000))}
 

@@ -19,8 +19,8 @@ from memstream.providers.builtin.history import HistoryIndex
 from memstream.settings import Settings
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.text.tokens import count_tokens
-from tests.integration.test_mysql_provider import db
 from tests.support.api import client_for
+from tests.support.databases import db
 from tests.support.kafka import message
 from tests.support.waiting import eventually
 

@@ -1,17 +1,7 @@
 """Publishing ``message-written`` and ``session-ended`` from a platform service: each event
-checked before it is sent, keyed by its conversation, through an idempotent producer.
-
-``Publisher`` is for asyncio code; ``SyncPublisher`` runs one in a thread of its own for code
-that is not. The producer waits for every in-sync replica and is idempotent, so its own retries
-neither duplicate nor reorder a conversation's events; the event id makes a publish that the
-caller repeats harmless too (the record stores an event id once). aiokafka is imported when a
-publisher starts, not with this module: code that only calls the API does not load it.
-
-Each event is sent in a producer span, a child of the caller's current span, whose W3C trace
-context (``traceparent``, ``tracestate``) goes in the record's headers; memstream's stages
-continue that trace. Without an OpenTelemetry SDK the span records nothing, and the headers
-carry the caller's context when it has one.
-"""
+checked before it is sent, keyed by its conversation, through an idempotent producer, in a
+producer span whose trace context goes in the record's headers. ``Publisher`` is for asyncio
+code, ``SyncPublisher`` for code that is not. Why: docs/design/client-package.md."""
 
 from __future__ import annotations
 

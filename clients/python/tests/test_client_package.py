@@ -24,7 +24,11 @@ EXTRAS = {
     for extra, requirements in PROJECT.get("optional-dependencies", {}).items()
 }
 # The import name of each dependency that is imported under another name.
-IMPORTED_AS = {"rfc3339-validator": "rfc3339_validator", "langgraph-checkpoint": "langgraph"}
+IMPORTED_AS = {
+    "rfc3339-validator": "rfc3339_validator",
+    "langgraph-checkpoint": "langgraph",
+    "opentelemetry-api": "opentelemetry",
+}
 SERVER = {"faust-streaming", "sqlalchemy", "fastapi", "uvicorn", "aiomysql", "redis", "aiosqlite"}
 
 
