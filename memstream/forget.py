@@ -1,29 +1,7 @@
-"""Forgetting a user (``DELETE /v1/users/{user_id}/memories``) or one memory
-(``DELETE /v1/memories/{id}``): every provider the tenant has ever used, and the content itself.
-
-A user's forget is recorded first (``user_forget``, with the ends of the input topics'
-partitions then: ``memstream.store.forgets``), so that every stage drops what the user said
-before it wherever it comes from (replay, redelivery, retries, redrive, a session in flight).
-It reaches:
-- every external provider (MemOS, Mem0) one of the tenant's agents is configured for, or that
-  memstream ever wrote the tenant's memories to (the ledger, ``provider_memory``): an agent
-  that switched provider since left its memories where they were written. Once a provider
-  has forgotten the user, the ledger's copies of the user's memories there are deleted too;
-- the built-in store: every memory of the user is deleted for good, with its vectors, the live
-  ones and those expired before (which still held their text), and the user's turns leave the
-  turn index its search falls back to;
-- the user's recorded changes and links (``memory_change``, ``memory_link``): each forgotten
-  memory is published as ``forgotten``, without its text, and nothing else of the user stays
-  (a change still waiting for the relay goes out first, its text erased, then goes too);
-- with ``purge_history``, the user's messages, the summaries of their conversations, the
-  cached copies of both, and the conversations' processed-message marks. A cached copy that
-  cannot be dropped now (Redis down) is marked in the record and dropped by the history stage
-  once Redis answers (``memstream.store.rebuilds``).
-
-Every step can be repeated. A provider the tenant used that this deployment cannot reach (no
-URL, or it failed) fails the call with ``ProviderUnavailable`` after everything else is done,
-and keeps its ledger rows, so that calling again later finishes the job.
-"""
+"""Forgetting a user (``DELETE /v1/users/{user_id}/memories``) or one memory: recorded first
+(``user_forget``), so every stage drops what the user said before it, then deleted in every
+provider the tenant has used, with the user's changes, links and (``purge_history``) history.
+Every step can be repeated. Why it works this way: docs/design/forget.md."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
-"""What every request passes before a route reads it: its host, its API key, then its body's
-size; and the headers every answer gets.
-
-FastAPI reads and parses a body before the route (and its tenant check) runs, so without this
-one large body from anyone who can reach the port costs the process its size several times
-over. Here an unknown key is refused (401) before any of the body is read, and a body over
-``MEMSTREAM_API_MAX_BODY_BYTES`` is refused (413): at once when its announced length is over,
-else as soon as the bytes received are, whatever its headers say (a ``Transfer-Encoding`` is
-case-insensitive, and no check of a header's spelling can be trusted to match the server's).
-The route still decides whether the key may touch the request's tenant (403).
-
-A ``Host`` the API does not answer (``memstream.api.hosts``: loopback only in open mode) is
-refused (421) first. Every answer says ``X-Content-Type-Options: nosniff``; the dashboard's
-pages also forbid framing and any script, style or connection not from the API itself.
-"""
+"""What every request passes before a route reads it: its host (421), its API key (401, before
+any of the body is read), then its body's size (413, counted as it arrives); and the headers
+every answer gets. Why: docs/design/request-gate.md."""
 
 from __future__ import annotations
 

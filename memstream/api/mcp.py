@@ -1,23 +1,6 @@
-"""``/mcp``: the memory tools over streamable HTTP, behind the same keys and checks as ``/v1``.
-
-Every tool call is sent to this app's own ``/v1`` routes through httpx's ASGI transport with the
-caller's ``Authorization`` and ``Host``: the gate (host, key, body size), admission and each
-route's tenant check apply to it unchanged, and the tools are the ones ``memstream-mcp`` serves
-over stdio (``memstream_client.mcp.tools``). ``/mcp`` itself passes the gate like ``/v1``
-(401 without a valid key when keys are set) but takes no admission slot: its calls take theirs.
-
-Whose memory a request reaches comes from the request, never from the model: the tenant is the
-key's (``X-Memstream-Tenant-Id`` names it, and must in open mode; a tenant other than the key's
-is refused by ``/v1``, 403, as a tool error), the user is ``X-Memstream-User-Id`` (required, 400
-without), the agent ``X-Memstream-Agent-Id`` (optional).
-
-Stateless, with JSON answers: each POST stands alone, so any API process behind a load balancer
-answers it and nothing is kept between requests; a GET (the stream of server messages) or a
-DELETE (a session's end) has nothing to serve and is answered 405, never held open. The SDK is
-imported (in a thread, a second of CPU) and its server started at the first ``/mcp`` request,
-so an API that serves none pays nothing for it; what that made is then frozen out of the
-garbage collector's full collections.
-"""
+"""``/mcp``: the memory tools over streamable HTTP, behind the same keys and checks as ``/v1``:
+each tool call is sent to this app's own ``/v1`` routes, for the user the connection names.
+Why: docs/design/mcp-endpoint.md."""
 
 from __future__ import annotations
 

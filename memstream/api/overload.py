@@ -1,15 +1,6 @@
 """Admission control: each tenant its share of the process, and past capacity an answer at
-once, degraded or refused, instead of a queue.
-
-A ``/v1`` request's body is read before anything is taken for it (a stalled body holds no
-slot), holding the bytes it announces within a process's and a tenant's cap. Then its
-tenant's share (``memstream.api.fairness``: in flight and a rate; 429 with ``Retry-After``),
-then one of ``MEMSTREAM_API_MAX_IN_FLIGHT`` slots within ``MEMSTREAM_API_QUEUE_SECONDS``
-(else 503). While the loop lags, the tenants sending the most get short-term answers and a
-quarter of their share; a request read too late to answer in time is refused at once. A
-request arrives when its last byte is read; the load path's limits count from then. Health,
-readiness, metrics and the dashboard are never shed (docs/operations.md, "Overload").
-"""
+once (short-term only, 429 or 503 with ``Retry-After``) instead of a queue; a body is read
+before anything is taken for it. Why: docs/design/admission.md."""
 
 from __future__ import annotations
 

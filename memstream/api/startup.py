@@ -1,21 +1,5 @@
-"""What an API process does once before it reports ready, so that its first requests do not.
-
-A process that just started held its event loop at its first requests, on a quiet machine
-too, and the overload rule for a late loop shed the long-term part of its first seconds of
-``/v1/context`` answers (``degraded``: ``long_term``). Each piece of one-time work behind it is
-done here instead, while startup may hold the loop (the loop's watch starts after it):
-
-- FastAPI builds every route's dependency tree and models when the first request is matched
-  against them (``/healthz`` included, its routes coming after ``/v1``'s): 0.1 s of CPU. One
-  request that matches no route builds them all.
-- The token counter's encoding decodes 100,000 ranks (0.25 s of CPU) when the first answer
-  with long-term memories is budgeted: it is loaded here, in a thread beside the connections.
-- The database pools' first connection runs the dialect's first-connect queries, and the
-  cache's its handshake: both are opened once.
-- A full collection of the garbage collector walks every object the imports made (125,000,
-  0.1 s of CPU), the first some 6 s after startup: they are collected once, then frozen
-  (``gc.freeze``), so that later full collections walk only what serving made.
-"""
+"""What an API process does once before it reports ready, so that its first requests do not
+(and the overload rule for a late loop does not shed them). Why: docs/design/api-startup.md."""
 
 from __future__ import annotations
 

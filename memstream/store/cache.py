@@ -1,21 +1,6 @@
-"""The Redis hot cache of recent messages: derived from the record, rebuildable, best effort.
-
-Each conversation is one sorted set scored by message time, so writing the same message twice
-(redelivery, replay) changes nothing, and the newest N are read without reading the rest.
-A key exists only while it holds the conversation's complete recent history: appends go only to
-keys that exist (atomically, in Lua), and a missing key is rebuilt from the record. A key that
-may have missed a write is marked in the record (``memstream.store.rebuilds``) and dropped once
-Redis answers.
-
-On a Redis Cluster every key of one conversation carries the same hash tag (a digest of the
-conversation, ``{...}`` in the key), so they share a slot: the load path reads the messages and
-the summary in one script, which a cluster refuses across slots.
-
-A failing node costs a call its budget once, never again: every call goes through the breaker
-of the node its key lives on (of the one server, without a cluster), an open node is not asked
-(``CacheUnavailable`` at once) and is probed off the callers' path until it answers; its keys
-marked in the record meanwhile are dropped before it serves again.
-"""
+"""The Redis hot cache of recent messages, standalone or cluster: derived from the record,
+rebuildable, best effort; a node that fails is not asked while its breaker is open.
+Why it works this way: docs/design/redis-cache.md."""
 
 from __future__ import annotations
 

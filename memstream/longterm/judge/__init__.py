@@ -1,16 +1,6 @@
-"""The judge stage: which information of a session is worth remembering long-term.
-
-``Judge.judge`` (``orchestrator``) asks an OpenAI-compatible model (``LLMClient``) with the
-prompt of ``prompt`` and parses its JSON with ``parse.parse_judge_output``, which repairs what
-it can (code fences, a bare list, missing or unknown fields, out-of-range importance, unknown
-event ids). When there is no model, or it fails (error, timeout, empty or malformed reply),
-``rules.rule_based_judge`` proposes the memories instead: regular expressions over the new
-user messages, in English (``rules.en``) and Chinese (``rules.zh``), that rewrite first-person
-statements ("I live in Paris", "我住在上海") into third-person memories ("The user lives in
-Paris.", "用户住在上海。"). The judge never raises.
-
-Only messages flagged ``new`` are judged; the earlier ones are context for the model.
-"""
+"""The judge stage: which information of a session is worth remembering long-term, asked of
+an OpenAI-compatible model, with the rule-based judge when there is none or it fails.
+Why it works this way: docs/design/judge.md."""
 
 from memstream.longterm.judge.candidates import cut_content
 from memstream.longterm.judge.orchestrator import Judge, JudgeResult
