@@ -24,6 +24,9 @@ _ADMITTED = "/v1/"
 # the loop was lagging then.
 ARRIVED = "memstream.arrived"
 LAGGING = "memstream.lagging"
+# Set by a route whose answer is a long stream (an export): the process slot is given back
+# once its answer starts, while the tenant's in-flight share still counts it until it ends.
+STREAMING = "memstream.streaming"
 TICK_SECONDS = 0.05  # how often the watch wakes up: lag shorter than this goes unseen
 WINDOW_SECONDS = 1.0  # lag is remembered for one to two windows, so the answer does not flap
 RETRY_AFTER_SECONDS = 1
@@ -187,10 +190,20 @@ class Admission:
                 return
             outcome = "degraded" if scope[LAGGING] else "admitted"
             metrics.TENANT_REQUESTS.labels(label, outcome).inc()
+            held = True
+
+            async def started(message: Message) -> None:
+                nonlocal held
+                if held and message["type"] == "http.response.start" and scope.get(STREAMING):
+                    held = False
+                    self.slots.release()
+                await send(message)
+
             try:
-                await self.app(scope, receive, send)
+                await self.app(scope, receive, started)
             finally:
-                self.slots.release()
+                if held:
+                    self.slots.release()
         finally:
             self.tenants.leave(tenant)
             metrics.TENANT_IN_FLIGHT.labels(label).set(self.tenants.in_flight(tenant))

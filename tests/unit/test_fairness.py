@@ -9,12 +9,12 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from memstream.api.auth import TENANT
 from memstream.api.fairness import MAX_LABELS, OTHER, Policy, Tenants, TokenBucket
-from memstream.api.overload import Admission
+from memstream.api.overload import STREAMING, Admission
 from memstream.api.server import RECEIVED
 from memstream.settings import Settings
 
@@ -199,3 +199,76 @@ def test_a_squeezed_tenant_keeps_a_quarter_of_its_requests_in_flight() -> None:
     refusal = tenants.enter("loud", 0, squeezed=True)
     assert refusal is not None and (refusal.status, refusal.reason) == (429, "in_flight")
     assert tenants.enter("loud", 0) is None  # not squeezed: its whole share
+
+
+async def test_a_streamed_answer_gives_its_slot_back_once_it_starts() -> None:
+    """An export streams for seconds: the process slot is free once its answer has started,
+    while the tenant's share still counts the stream until it ends."""
+    more = asyncio.Event()
+
+    async def stream(request: Request) -> StreamingResponse:
+        async def lines():  # type: ignore[no-untyped-def]
+            yield b"{}\n"
+            await more.wait()
+            yield b"{}\n"
+
+        request.scope[STREAMING] = request.url.path.endswith("stream")
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    async def quick(request: Request) -> JSONResponse:
+        return JSONResponse({})
+
+    routes = [Route(path, stream) for path in ("/v1/stream", "/v1/held")]
+    app = Starlette(routes=[*routes, Route("/v1/quick", quick)])
+    tenants = Tenants(Policy(), max_body_bytes=10**9)
+    admitted = Admission(app, max_in_flight=1, queue_seconds=0, lag_seconds=1, tenants=tenants)
+
+    async def keyed(scope, receive, send):  # type: ignore[no-untyped-def]
+        if scope["type"] == "http":
+            scope[TENANT] = "t1"
+        await admitted(scope, receive, send)
+
+    async def call(path: str, first_line: asyncio.Event | None = None) -> int:
+        """The answer's status; ``first_line`` is set once its first body part is sent (httpx's
+        ASGI transport would wait for the whole body)."""
+        status = 0
+        sent = asyncio.Event()
+        requested = False
+
+        async def receive():  # type: ignore[no-untyped-def]
+            nonlocal requested
+            if not requested:
+                requested = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await sent.wait()  # the client stays until the answer is complete
+            return {"type": "http.disconnect"}
+
+        async def send(message):  # type: ignore[no-untyped-def]
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                if first_line is not None and message.get("body"):
+                    first_line.set()
+                if not message.get("more_body", False):
+                    sent.set()
+
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+            "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+            "root_path": "", "headers": [(b"host", b"memstream")], "server": ("memstream", 80),
+            "client": ("127.0.0.1", 1),
+        }  # fmt: skip
+        await keyed(scope, receive, send)
+        return status
+
+    for path, quick_status in (("/v1/stream", 200), ("/v1/held", 503)):
+        more.clear()
+        first_line = asyncio.Event()
+        streamed = asyncio.create_task(call(path, first_line))
+        await asyncio.wait_for(first_line.wait(), 5)
+        assert tenants.in_flight("t1") == 1
+        assert await call("/v1/quick") == quick_status
+        more.set()
+        assert await streamed == 200
+    assert admitted.slots.busy == 0 and tenants.in_flight("t1") == 0

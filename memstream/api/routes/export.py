@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from memstream.api.auth import check_tenant
+from memstream.api.overload import STREAMING
 from memstream.api.services import ServicesDep
 from memstream.transfer.export import Selection, export_lines
 from memstream_client.contract.api import Id
@@ -45,6 +46,7 @@ async def export_user(
         async for line in lines:
             yield line
 
+    request.scope[STREAMING] = True  # the stream gives its slot back as it starts
     return StreamingResponse(body(), media_type=MEDIA_TYPE)
 
 
