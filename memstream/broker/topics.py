@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import datetime
 from functools import partial
@@ -13,7 +14,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import IncompatibleBrokerVersion, TopicAlreadyExistsError
 
 from memstream.broker.clients import admin_client, make_consumer, producer, stop_consumer
 from memstream.broker.offsets import target_offsets
@@ -21,6 +22,8 @@ from memstream.broker.patience import patiently
 from memstream.settings import Settings
 from memstream.topology import PUBLIC_TOPICS
 from memstream_client.contract.topics import MEMORY_CHANGED
+
+log = logging.getLogger(__name__)
 
 
 async def ensure_topics(settings: Settings, names: tuple[str, ...] = PUBLIC_TOPICS) -> None:
@@ -64,14 +67,22 @@ async def _align_configs(admin: AIOKafkaAdminClient, topic: str, wanted: dict[st
     """Set ``wanted`` on an existing topic where it differs, keeping its other settings (a
     plain AlterConfigs replaces every setting of the topic that is not a default)."""
     resource = ConfigResource(ConfigResourceType.TOPIC, topic)
-    (described,) = await admin.describe_configs([resource])
+    try:
+        (described,) = await admin.describe_configs([resource])
+    except IncompatibleBrokerVersion as exc:
+        # A broker without topic configs (the bundled one of ``memstream dev``) keeps its own.
+        log.warning("cannot set %s on %s: %s", wanted, topic, exc)
+        return
     (_, _, _, _, entries) = described.resources[0]
     current = {entry[0]: entry[1] for entry in entries if _set_on_topic(entry)}
     if all(current.get(key) == value for key, value in wanted.items()):
         return
-    await admin.alter_configs(
-        [ConfigResource(ConfigResourceType.TOPIC, topic, configs={**current, **wanted})]
-    )
+    try:
+        await admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, configs={**current, **wanted})]
+        )
+    except IncompatibleBrokerVersion as exc:
+        log.warning("cannot set %s on %s: %s", wanted, topic, exc)
 
 
 def _set_on_topic(entry: tuple[Any, ...]) -> bool:
