@@ -367,9 +367,10 @@ async def test_a_process_at_four_times_its_capacity_answers_or_refuses_in_time(
             assert int(r["headers"]["Retry-After"][0]) >= 1, r
     took = sorted(r["latency"] / 1e9 for r in results)
     late = sum(t > BOUND for t in took)
-    # On a machine whose cores other processes hold, a few answers wait for a core past the
-    # bound (refusals included): at most 0.5% of them, none by more than 0.4 s.
-    assert late <= 0.005 * len(took) and took[-1] <= BOUND + 0.4, (
+    # The load generator shares the two cores with the process, its database and cache, so a
+    # few answers wait for a core (or in the accept queue) past the bound, refusals included:
+    # at most 0.5% of them, none past twice the bound. Unbounded queueing fails both at once.
+    assert late <= 0.005 * len(took) and took[-1] <= 2 * BOUND, (
         f"at {rate:.0f} req/s, {statuses}: {late} of {len(took)} past {BOUND} s,"
         f" p99 {took[int(0.99 * len(took))]:.2f} s, max {took[-1]:.2f} s"
     )
