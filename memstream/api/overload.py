@@ -153,7 +153,7 @@ class Admission:
             body = await _read_body(receive)
             if body is None:
                 return  # the client left (or was cut off): nothing to answer
-            await self._admit(scope, _replay(body, receive), send, tenant)
+            await self._admit(scope, replay(body, receive), send, tenant)
         finally:
             self.tenants.free_bytes(tenant, size)
 
@@ -277,7 +277,7 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(parts)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """``receive`` that gives ``body`` once, then what the connection sends (a disconnect)."""
     sent = False
 

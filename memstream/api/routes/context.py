@@ -12,11 +12,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memstream import metrics
 from memstream.api.auth import TENANT, check_tenant
-from memstream.api.overload import ARRIVED, LAGGING
+from memstream.api.overload import ARRIVED, LAGGING, replay
 from memstream.api.services import Services, ServicesDep
 from memstream_client.contract.api import ContextRequest, ContextResponse
 
@@ -58,7 +58,7 @@ class ContextDirect:
         body = await _read_body(receive)
         request = self._valid(scope, body)
         if request is None:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay(body, receive), send)
             return
         answer = await _answer(request, scope, self.state.services)
         await Response(answer, media_type="application/json")(scope, receive, send)
@@ -88,17 +88,3 @@ async def _read_body(receive: Receive) -> bytes:
         parts.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(parts)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` that gives ``body`` once, then what the connection sends (a disconnect)."""
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replayed
