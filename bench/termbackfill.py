@@ -1,6 +1,6 @@
 """How fast the worker's term backfill makes imported memories searchable: ``BENCH_BACKFILL_ROWS``
 (20,000) memories of 10-20 words inserted into ``long_term_memory`` by SQL with the fixed
-columns only (an import, CONTRACT section 3), on the database of ``MEMSTREAM_DATABASE_URL``,
+columns only (as a bulk import writes them), on the database of ``MEMSTREAM_DATABASE_URL``,
 then indexed by ``TermBackfill`` until none is left; the baseline is the same backfill as it
 was, two statements a memory (its postings, then its length), on the same rows indexed again.
 Memories per second of each, the ratio, and the database's CPU per memory when it listens on
