@@ -131,10 +131,12 @@ async def test_a_body_still_on_its_way_takes_no_slot() -> None:
     started, release = asyncio.Event(), asyncio.Event()
     tenants = Tenants(Policy(), max_body_bytes=10**9)
     app = admission(tenants, started, release)
-    more = asyncio.Event()
+    more, reading = asyncio.Event(), asyncio.Event()
 
     async def dribble():  # type: ignore[no-untyped-def]
         yield b"{"
+        # Asked for the next part: admission holds the first and is reading the body.
+        reading.set()
         await more.wait()
         yield b"}"
 
@@ -143,7 +145,7 @@ async def test_a_body_still_on_its_way_takes_no_slot() -> None:
         stalled = asyncio.create_task(
             client.post("/v1/slow", content=dribble(), headers={"x-tenant": "loud"})
         )
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(reading.wait(), 5)
         # The process has one slot; the stalled body holds it not.
         release.set()
         served = await client.post("/v1/slow", content=b"{}", headers={"x-tenant": "quiet"})
