@@ -1,7 +1,9 @@
 """Forgetting a user (``DELETE /v1/users/{user_id}/memories``) or one memory: recorded first
 (``user_forget``), so every stage drops what the user said before it, then deleted in every
 provider the tenant has used, with the user's changes, links and (``purge_history``) history.
-Every step can be repeated. Why it works this way: docs/design/forget.md."""
+Every step can be repeated, and each of its transactions runs again when a concurrent writer
+(a stage writing the user's memories) wins a lock conflict with it. Why it works this way:
+docs/design/forget.md."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.clients import group_less_consumer, stop_consumer
 from memstream.broker.offsets import high_watermarks
@@ -32,6 +34,7 @@ from memstream.providers.router import ProviderRouter
 from memstream.settings import Settings
 from memstream.store.agents import Provider
 from memstream.store.cache import RedisCache
+from memstream.store.database import again_on_lock_conflict
 from memstream.store.forgets import Ends, ForgetStore
 from memstream.store.rebuilds import CacheRebuilds
 from memstream.store.schema import (
@@ -107,7 +110,9 @@ async def forget_memory(
     provider its agents use or memstream wrote its memories to (an agent that switched
     provider left its memories where they were written). Answers the ids deleted; raises
     ``ProviderUnavailable`` when none was and a provider that may hold it did not answer."""
-    deleted = await router.builtin.delete(tenant_id, [memory_id], erase=True)
+    deleted = await again_on_lock_conflict(
+        lambda: router.builtin.delete(tenant_id, [memory_id], erase=True)
+    )
     unreachable: list[str] = []
     for name in await providers_used(engine, tenant_id):
         try:
@@ -136,7 +141,10 @@ async def forget_user(
     ``ends`` on (``input_ends``); answers what was removed."""
     # Recorded before anything goes: a stage that wrote without seeing it checks again once
     # its write is done, and takes back what this forget would have deleted.
-    await ForgetStore(engine).record(tenant_id, user_id, ends, purge=purge_history)
+    forgets = ForgetStore(engine)
+    await again_on_lock_conflict(
+        lambda: forgets.record(tenant_id, user_id, ends, purge=purge_history)
+    )
     out = Forgotten()
     unreachable = await erase_memories(router, engine, tenant_id, user_id, out)
     if purge_history:
@@ -167,14 +175,16 @@ async def erase_memories(
             provider_memory,
             (ledger.tenant_id == tenant_id, ledger.provider == name, ledger.user_id == user_id),
         )
-    out.deleted += await router.builtin.delete_user(tenant_id, user_id)
+    out.deleted += await again_on_lock_conflict(
+        lambda: router.builtin.delete_user(tenant_id, user_id)
+    )
     memories, vectors = long_term_memory.c, memory_embedding.c
     await _delete_all(
         engine, memory_embedding, (vectors.tenant_id == tenant_id, vectors.user_id == user_id)
     )
     terms = memory_term.c
     await _delete_all(engine, memory_term, (terms.tenant_id == tenant_id, terms.user_id == user_id))
-    await history.forget_turns(engine, tenant_id, user_id)
+    await again_on_lock_conflict(lambda: history.forget_turns(engine, tenant_id, user_id))
     await _delete_all(
         engine, long_term_memory, (memories.tenant_id == tenant_id, memories.user_id == user_id)
     )
@@ -185,12 +195,12 @@ async def erase_memories(
     changes, links = memory_change.c, memory_link.c
     user = (changes.tenant_id == tenant_id, changes.user_id == user_id)
     await _delete_all(engine, memory_change, (*user, changes.published_at.is_not(None)))
-    async with engine.begin() as conn:
-        await conn.execute(
-            update(memory_change)
-            .where(*user, changes.published_at.is_(None), changes.content.is_not(None))
-            .values(content=None)
-        )
+    unpublished = (
+        update(memory_change)
+        .where(*user, changes.published_at.is_(None), changes.content.is_not(None))
+        .values(content=None)
+    )
+    await again_on_lock_conflict(lambda: _run(engine, unpublished))
     await _delete_all(engine, memory_link, (links.tenant_id == tenant_id, links.user_id == user_id))
     keys = memory_key.c  # the values of the user's keyed items (``memstream.keyed``)
     await _delete_all(engine, memory_key, (keys.tenant_id == tenant_id, keys.user_id == user_id))
@@ -229,22 +239,21 @@ async def _delete_all(
     engine: AsyncEngine, table: Table, scope: Sequence[ColumnElement[bool]]
 ) -> int:
     """Delete every row of ``table`` in ``scope``, ``_CHUNK`` rows per statement."""
+    stmt: Executable
+    if engine.dialect.name == "sqlite":
+        rowid = literal_column("rowid", Integer())
+        stmt = delete(table).where(rowid.in_(select(rowid).where(*scope).limit(_CHUNK)))
+    else:
+        stmt = delete(table).where(*scope).with_dialect_options(mysql_limit=_CHUNK)
     total = 0
     while True:
-        async with engine.begin() as conn:
-            done = await _delete_chunk(conn, table, scope)
+        done = await again_on_lock_conflict(lambda: _run(engine, stmt))
         total += done
         if done < _CHUNK:
             return total
 
 
-async def _delete_chunk(
-    conn: AsyncConnection, table: Table, scope: Sequence[ColumnElement[bool]]
-) -> int:
-    stmt: Executable
-    if conn.dialect.name == "sqlite":
-        rowid = literal_column("rowid", Integer())
-        stmt = delete(table).where(rowid.in_(select(rowid).where(*scope).limit(_CHUNK)))
-    else:
-        stmt = delete(table).where(*scope).with_dialect_options(mysql_limit=_CHUNK)
-    return int((await conn.execute(stmt)).rowcount or 0)
+async def _run(engine: AsyncEngine, stmt: Executable) -> int:
+    """Run ``stmt`` in a transaction of its own; answers the rows it changed."""
+    async with engine.begin() as conn:
+        return int((await conn.execute(stmt)).rowcount or 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,8 +14,31 @@ from sqlalchemy.schema import CreateColumn
 
 from memstream.retrieval import K1, REFERENCE_TERMS, B
 from memstream.store.schema import long_term_memory, memory_term, metadata
+from memstream_client.retry import HttpRetry
 
 SelectT = TypeVar("SelectT", bound=Select[Any])
+T = TypeVar("T")
+
+# MySQL's and MariaDB's "deadlock found" and "lock wait timeout exceeded": the transaction was
+# rolled back for a lock a concurrent one held, and running it again is how the manual says to
+# answer both.
+LOCK_CONFLICTS = frozenset({1205, 1213})
+_AGAIN = HttpRetry(attempts=5, first=0.05, cap=1.0, spread=(0.5, 1.5))
+
+
+def lock_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database rolling a transaction back for a lock conflict."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    args: tuple[object, ...] = getattr(exc.orig, "args", ())
+    return bool(args) and args[0] in LOCK_CONFLICTS
+
+
+async def again_on_lock_conflict(transaction: Callable[[], Awaitable[T]]) -> T:
+    """Run ``transaction`` (one whole transaction, safe to run again once rolled back) until
+    it commits, running it again, after a short spread pause, while a concurrent writer wins a
+    lock conflict with it (at most five tries; the last conflict raises)."""
+    return await _AGAIN.run(transaction, worth=lock_conflict)
 
 
 def force_index(stmt: SelectT, table: Table, index: str) -> SelectT:
