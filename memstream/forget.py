@@ -1,8 +1,8 @@
 """Forgetting a user (``DELETE /v1/users/{user_id}/memories``) or one memory: recorded first
 (``user_forget``), so every stage drops what the user said before it, then deleted in every
 provider the tenant has used, with the user's changes, links and (``purge_history``) history.
-Every step can be repeated, and each of its transactions runs again when a concurrent writer
-(a stage writing the user's memories) wins a lock conflict with it. Why it works this way:
+Every step can be repeated, and each of its transactions runs again when it loses a deadlock
+to a concurrent writer (a stage writing the user's memories). Why it works this way:
 docs/design/forget.md."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from memstream.providers.router import ProviderRouter
 from memstream.settings import Settings
 from memstream.store.agents import Provider
 from memstream.store.cache import RedisCache
-from memstream.store.database import again_on_lock_conflict
+from memstream.store.database import again_on_deadlock
 from memstream.store.forgets import Ends, ForgetStore
 from memstream.store.rebuilds import CacheRebuilds
 from memstream.store.schema import (
@@ -110,7 +110,7 @@ async def forget_memory(
     provider its agents use or memstream wrote its memories to (an agent that switched
     provider left its memories where they were written). Answers the ids deleted; raises
     ``ProviderUnavailable`` when none was and a provider that may hold it did not answer."""
-    deleted = await again_on_lock_conflict(
+    deleted = await again_on_deadlock(
         lambda: router.builtin.delete(tenant_id, [memory_id], erase=True)
     )
     unreachable: list[str] = []
@@ -142,9 +142,7 @@ async def forget_user(
     # Recorded before anything goes: a stage that wrote without seeing it checks again once
     # its write is done, and takes back what this forget would have deleted.
     forgets = ForgetStore(engine)
-    await again_on_lock_conflict(
-        lambda: forgets.record(tenant_id, user_id, ends, purge=purge_history)
-    )
+    await again_on_deadlock(lambda: forgets.record(tenant_id, user_id, ends, purge=purge_history))
     out = Forgotten()
     unreachable = await erase_memories(router, engine, tenant_id, user_id, out)
     if purge_history:
@@ -175,16 +173,14 @@ async def erase_memories(
             provider_memory,
             (ledger.tenant_id == tenant_id, ledger.provider == name, ledger.user_id == user_id),
         )
-    out.deleted += await again_on_lock_conflict(
-        lambda: router.builtin.delete_user(tenant_id, user_id)
-    )
+    out.deleted += await again_on_deadlock(lambda: router.builtin.delete_user(tenant_id, user_id))
     memories, vectors = long_term_memory.c, memory_embedding.c
     await _delete_all(
         engine, memory_embedding, (vectors.tenant_id == tenant_id, vectors.user_id == user_id)
     )
     terms = memory_term.c
     await _delete_all(engine, memory_term, (terms.tenant_id == tenant_id, terms.user_id == user_id))
-    await again_on_lock_conflict(lambda: history.forget_turns(engine, tenant_id, user_id))
+    await again_on_deadlock(lambda: history.forget_turns(engine, tenant_id, user_id))
     await _delete_all(
         engine, long_term_memory, (memories.tenant_id == tenant_id, memories.user_id == user_id)
     )
@@ -200,7 +196,7 @@ async def erase_memories(
         .where(*user, changes.published_at.is_(None), changes.content.is_not(None))
         .values(content=None)
     )
-    await again_on_lock_conflict(lambda: _run(engine, unpublished))
+    await again_on_deadlock(lambda: _run(engine, unpublished))
     await _delete_all(engine, memory_link, (links.tenant_id == tenant_id, links.user_id == user_id))
     keys = memory_key.c  # the values of the user's keyed items (``memstream.keyed``)
     await _delete_all(engine, memory_key, (keys.tenant_id == tenant_id, keys.user_id == user_id))
@@ -247,7 +243,7 @@ async def _delete_all(
         stmt = delete(table).where(*scope).with_dialect_options(mysql_limit=_CHUNK)
     total = 0
     while True:
-        done = await again_on_lock_conflict(lambda: _run(engine, stmt))
+        done = await again_on_deadlock(lambda: _run(engine, stmt))
         total += done
         if done < _CHUNK:
             return total

@@ -12,7 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memstream.errors import ApiError, ProviderUnavailable
-from memstream.store.database import lock_conflict
+from memstream.store.database import lost_deadlock
 from memstream_client.contract.api import ErrorResponse
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ def install(app: FastAPI) -> None:
     async def _database(_: Request, exc: SQLAlchemyError) -> JSONResponse:
         # The record is down: say so plainly; the load path itself degrades instead.
         log.warning("database error: %r", exc)
-        if lock_conflict(exc):
-            message = "a concurrent write held what this call needed; try again shortly"
+        if lost_deadlock(exc):
+            message = "the call lost a deadlock to concurrent writes; try again shortly"
         else:
             message = "the database is not reachable; try again shortly"
         body = error_body("unavailable", message)

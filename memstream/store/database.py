@@ -19,26 +19,26 @@ from memstream_client.retry import HttpRetry
 SelectT = TypeVar("SelectT", bound=Select[Any])
 T = TypeVar("T")
 
-# MySQL's and MariaDB's "deadlock found" and "lock wait timeout exceeded": the transaction was
-# rolled back for a lock a concurrent one held, and running it again is how the manual says to
-# answer both.
-LOCK_CONFLICTS = frozenset({1205, 1213})
+# MySQL's and MariaDB's "deadlock found": InnoDB rolled the transaction back at once for a
+# lock a concurrent one held, and running it again is how the manual says to answer. A lock
+# wait timeout (1205) is not retried: it has already waited for a lock held for long.
+DEADLOCK = 1213
 _AGAIN = HttpRetry(attempts=5, first=0.05, cap=1.0, spread=(0.5, 1.5))
 
 
-def lock_conflict(exc: BaseException) -> bool:
-    """Whether ``exc`` is the database rolling a transaction back for a lock conflict."""
+def lost_deadlock(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database rolling a transaction back as a deadlock's loser."""
     if not isinstance(exc, DBAPIError):
         return False
     args: tuple[object, ...] = getattr(exc.orig, "args", ())
-    return bool(args) and args[0] in LOCK_CONFLICTS
+    return bool(args) and args[0] == DEADLOCK
 
 
-async def again_on_lock_conflict(transaction: Callable[[], Awaitable[T]]) -> T:
+async def again_on_deadlock(transaction: Callable[[], Awaitable[T]]) -> T:
     """Run ``transaction`` (one whole transaction, safe to run again once rolled back) until
-    it commits, running it again, after a short spread pause, while a concurrent writer wins a
-    lock conflict with it (at most five tries; the last conflict raises)."""
-    return await _AGAIN.run(transaction, worth=lock_conflict)
+    it commits, running it again, after a short spread pause, while it loses a deadlock to a
+    concurrent writer (at most five tries; the last loss raises)."""
+    return await _AGAIN.run(transaction, worth=lost_deadlock)
 
 
 def force_index(stmt: SelectT, table: Table, index: str) -> SelectT:

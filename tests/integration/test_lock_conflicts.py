@@ -11,7 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.store.database import again_on_lock_conflict, lock_conflict
+from memstream.store.database import again_on_deadlock, lost_deadlock
 from tests.support.waiting import eventually
 
 
@@ -36,6 +36,7 @@ async def test_the_loser_of_a_deadlock_runs_again_and_commits(engine: AsyncEngin
             await holder.execute(text(f"INSERT INTO {table} VALUES {rows}"))
             tries = 0
             waiting: asyncio.Task[object] | None = None
+            holder_asked = asyncio.Event()
 
             async def work() -> int:
                 nonlocal tries, waiting
@@ -47,13 +48,14 @@ async def test_the_loser_of_a_deadlock_runs_again_and_commits(engine: AsyncEngin
                         waiting = asyncio.create_task(
                             holder.execute(text(f"UPDATE {table} SET v = 2 WHERE id = 2"))
                         )
+                        holder_asked.set()
                         await eventually(lambda: _waits(engine), within=10, what="a lock wait")
                     # ...and this one for row 1, which the holder holds: a deadlock.
                     await conn.execute(text(f"UPDATE {table} SET v = v + 10 WHERE id = 1"))
                 return tries
 
-            retried = asyncio.create_task(again_on_lock_conflict(work))
-            await eventually(lambda: _started(waiting), within=10, what="the holder's wait")
+            retried = asyncio.create_task(again_on_deadlock(work))
+            await asyncio.wait_for(holder_asked.wait(), timeout=10)
             assert waiting is not None
             await waiting  # the deadlock's loser rolled back: the holder has row 2 now
             await holder.commit()
@@ -71,11 +73,7 @@ async def _waits(engine: AsyncEngine) -> bool:
     return await lock_waits(engine) > 0
 
 
-async def _started(task: asyncio.Task[object] | None) -> bool:
-    return task is not None
-
-
-async def test_an_error_that_is_no_lock_conflict_raises_at_once(engine: AsyncEngine) -> None:
+async def test_an_error_that_is_no_deadlock_raises_at_once(engine: AsyncEngine) -> None:
     tries = 0
 
     async def broken() -> None:
@@ -85,6 +83,6 @@ async def test_an_error_that_is_no_lock_conflict_raises_at_once(engine: AsyncEng
             await conn.execute(text("SELECT * FROM no_such_table_here"))
 
     with pytest.raises(ProgrammingError) as raised:
-        await again_on_lock_conflict(broken)
+        await again_on_deadlock(broken)
     assert tries == 1
-    assert isinstance(raised.value, DBAPIError) and not lock_conflict(raised.value)
+    assert isinstance(raised.value, DBAPIError) and not lost_deadlock(raised.value)
