@@ -95,7 +95,7 @@ async def main() -> None:
     settings = isolated_settings(log_level="WARNING", database_url=url, api_keys=keys, **overrides)
     await reset_conversations(settings)
     for tenant in (TENANT, QUIET):
-        await load_conversations(settings, tenant, CONVERSATIONS, random.Random(1))
+        await load_conversations(settings, tenant, CONVERSATIONS, random.Random(1), bulk.user_id)
     logs = Path(tempfile.mkdtemp(prefix="bench-admission-"))
     server = memstream_api(settings, logs / "memstream-api.log")
     server.start()

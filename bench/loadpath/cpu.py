@@ -73,7 +73,7 @@ async def main() -> None:
     # request than the one measured here.
     settings = isolated_settings(log_level="WARNING", database_url=url, api_lag_seconds=60.0)
     await reset_conversations(settings)
-    await load_conversations(settings, TENANT, CONVERSATIONS, random.Random(1))
+    await load_conversations(settings, TENANT, CONVERSATIONS, random.Random(1), bulk.user_id)
     modes = {"off": [False], "on": [True], "both": [False, True] * PAIRS}[TRACING]
     logs = Path(tempfile.mkdtemp(prefix="bench-loadcpu-"))
     measured: dict[bool, list[float]] = {False: [], True: []}

@@ -7,10 +7,12 @@ import asyncio
 import random
 import string
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from memstream.memory import USER_PROFILE, MemoryType, NewMemory, agent_cube
 from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin.history import HistoryIndex
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine
@@ -200,6 +202,7 @@ def conversation(
     i: int,
     pool: tuple[list[tuple[str, int]], list[tuple[str, int]]],
     rng: random.Random,
+    owner: Callable[[int], str],
 ) -> list[StoredMessage]:
     start = datetime(2026, 3, 1) + timedelta(minutes=i)
     out = []
@@ -211,7 +214,7 @@ def conversation(
                 tenant_id=tenant,
                 conversation_id=f"conv-{i}",
                 event_id=f"conv-{i}-{n}",
-                user_id=user_of(i),
+                user_id=owner(i),
                 agent_id=agent_of(i, long_term=True),
                 role=role,
                 message_type="chat",
@@ -263,10 +266,15 @@ def memories(
 
 
 async def load_conversations(
-    settings: Settings, tenant: str, conversations: int, rng: random.Random
+    settings: Settings,
+    tenant: str,
+    conversations: int,
+    rng: random.Random,
+    owner: Callable[[int], str] = user_of,
 ) -> dict[str, float]:
-    """``conversations`` conversations of ``MESSAGES`` messages into MySQL and the same into
-    Redis, each with its summary; answers what each part took (seconds)."""
+    """``conversations`` conversations of ``MESSAGES`` messages into MySQL (their turns
+    indexed) and the same into Redis, each with its summary, conversation ``i`` the user
+    ``owner(i)``'s; answers what each part took (seconds)."""
     engine = create_engine(settings.database_url, pool_size=4)
     store = MessageStore(engine)
     cache = RedisCache.from_url(
@@ -288,7 +296,7 @@ async def load_conversations(
         async def chunk(first: int) -> None:
             nonlocal tokens
             convs = {
-                (tenant, f"conv-{i}"): conversation(tenant, i, pool, rng)
+                (tenant, f"conv-{i}"): conversation(tenant, i, pool, rng, owner)
                 for i in range(first, min(first + INSERT_CONVERSATIONS, conversations))
             }
             rows = [m for ms in convs.values() for m in ms]
@@ -300,6 +308,11 @@ async def load_conversations(
             await asyncio.gather(*(chunk(f) for f in firsts[pair : pair + 2]))
         took["messages into MySQL and Redis"] = time.perf_counter() - started
         took["mean tokens per message"] = tokens / (conversations * MESSAGES)
+
+        # As the worker's turn index does: a search also ranks the user's stored turns.
+        started = time.perf_counter()
+        await HistoryIndex(engine, per_tick=2000, tenant_id=tenant).run_until_done()
+        took["turn index"] = time.perf_counter() - started
 
         started = time.perf_counter()
         summaries = SummaryStore(engine)

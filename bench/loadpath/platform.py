@@ -189,13 +189,21 @@ def memory_of(pid: int) -> tuple[int, int]:
     return found["VmRSS"], found["VmHWM"]
 
 
+CONVERSATION_TABLES = (
+    "conversation_message",
+    "conversation_summary",
+    "message_term",
+    "message_indexed",
+)
+
+
 async def reset_conversations(settings: Settings) -> None:
     """The tenant's conversations of an earlier run go (through the ordinary, replicated
     connection: these rows were written through it)."""
     engine = create_engine(settings.database_url, pool_size=1)
     try:
         async with engine.begin() as conn:
-            for table in ("conversation_message", "conversation_summary"):
+            for table in CONVERSATION_TABLES:
                 await conn.execute(text(f"DELETE FROM {table} WHERE tenant_id = :t"), {"t": TENANT})
     finally:
         await engine.dispose()
@@ -227,7 +235,7 @@ async def main() -> None:
 
     settings = isolated_settings(log_level="WARNING", database_url=url)
     await reset_conversations(settings)
-    took = await load_conversations(settings, TENANT, CONVERSATIONS, random.Random(1))
+    took = await load_conversations(settings, TENANT, CONVERSATIONS, random.Random(1), bulk.user_id)
     print(
         f"  {CONVERSATIONS} conversations x 200 messages and summaries:"
         f" {took['messages into MySQL and Redis'] + took['conversation summaries']:.1f} s"

@@ -141,14 +141,23 @@ def _fill_term_impacts(conn: Connection) -> None:
     )
 
 
+# Indexes an earlier version created that a later one replaced: dropped by ``migrate``.
+REPLACED_INDEXES = {"message_indexed": ("ix_message_indexed_user",)}
+
+
 def _create_missing_indexes(conn: Connection) -> None:
-    """``create_all`` skips tables that exist: add the indexes added to them since."""
+    """``create_all`` skips tables that exist: add the indexes added to them since, and drop
+    those replaced since (each costs every write)."""
     inspector = inspect(conn)
     for table in metadata.sorted_tables:
         existing = {ix["name"] for ix in inspector.get_indexes(table.name)}
         for index in table.indexes:
             if index.name not in existing:
                 index.create(conn)
+        for name in REPLACED_INDEXES.get(table.name, ()):
+            if name in existing:
+                on_table = "" if conn.dialect.name == "sqlite" else f" ON {table.name}"
+                conn.execute(text(f"DROP INDEX {name}{on_table}"))
 
 
 def _add_missing_columns(conn: Connection) -> None:

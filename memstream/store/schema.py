@@ -523,7 +523,8 @@ message_indexed = Table(
     Column("agent_id", _ID, nullable=True),
     Column("role", String(16), nullable=False),
     Column("term_count", Integer, nullable=False),
-    # A search counts one user's searchable turns (N and the average length of BM25).
-    Index("ix_message_indexed_user", "tenant_id", "user_id", "term_count"),
+    # A search counts one user's searchable turns it may answer (N and the average length of
+    # BM25) from this index alone: who said each and to which agent ride in it.
+    Index("ix_message_indexed_visible", "tenant_id", "user_id", "term_count", "role", "agent_id"),
     **MYSQL_TABLE_ARGS,
 )

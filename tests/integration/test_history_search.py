@@ -5,6 +5,7 @@ a forgotten user's turns never again)."""
 
 from __future__ import annotations
 
+import random
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,13 +15,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.topics import publish
 from memstream.memory import USER_PROFILE, NewMemory
-from memstream.providers.builtin import MySQLProvider
-from memstream.providers.builtin.history import HistoryIndex
+from memstream.providers.builtin import MySQLProvider, history
+from memstream.providers.builtin.history import HistoryIndex, day_terms
+from memstream.retrieval import document_terms, normalised, relevance
 from memstream.settings import Settings
 from memstream.store.messages import MessageStore, StoredMessage
+from memstream.text.terms import tokenize
 from memstream.text.tokens import count_tokens
 from tests.support.api import client_for
-from tests.support.databases import db
+from tests.support.databases import db, statements
 from tests.support.kafka import message
 from tests.support.waiting import eventually
 
@@ -188,3 +191,84 @@ async def test_a_relative_date_in_the_question_finds_the_turns_of_that_day(
     assert "(16 May 2023)" in found[0].content
     a_week_later = await provider.search(tenant, "u1", None, query, top_k=1, at=days[2])
     assert [i.source_event_ids for i in a_week_later] == [("c1-0",)]
+
+
+def okapi(
+    turns: list[StoredMessage], query: str, budget: int, top_k: int
+) -> list[tuple[str, float]]:
+    """Okapi BM25 over ``turns`` in Python, against their average length, at most ``budget``
+    postings read rarest words first: what the database's one statement must answer."""
+    docs = {t.event_id: document_terms(f"{t.content}\n{day_terms(t.created_at)}") for t in turns}
+    average = max(1.0, sum(d.length for d in docs.values()) / len(docs))
+    terms = tokenize(query)
+    postings: dict[str, dict[str, int]] = {}
+    for event_id, counted in docs.items():
+        for term, tf in counted.words.items():
+            if term in terms:
+                postings.setdefault(term, {})[event_id] = tf
+    read: dict[str, dict[str, int]] = {}
+    unread: dict[str, int] = {}
+    spent = 0
+    for term, posted in sorted(postings.items(), key=lambda kv: (len(kv[1]), kv[0])):
+        if spent + len(posted) <= budget:
+            read[term], spent = posted, spent + len(posted)
+        else:
+            unread[term] = len(posted)
+    k1, b = history.K1, history.B
+    norms = {e: k1 * (1 - b) + k1 * b * d.length / average for e, d in docs.items()}
+    scores = relevance(terms, len(docs), read, {}, norms, k1=k1, unread=unread)
+    order = {t.event_id: n for n, t in enumerate(turns)}
+    best = sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+    return [(event_id, normalised(score)) for event_id, score in best[:top_k]]
+
+
+async def test_the_turn_search_is_one_statement_ranking_as_okapi_bm25(db: AsyncEngine) -> None:
+    tenant = f"hist-{uuid.uuid4().hex[:8]}"
+    rng = random.Random(7)
+    words = [
+        "bread",
+        "starter",
+        "flour",
+        "oven",
+        "rye",
+        "crust",
+        "dough",
+        "salt",
+        "water",
+        "kitchen",
+        "timer",
+        "sunday",
+    ]
+    turns = [
+        stored(
+            tenant,
+            n,
+            "user" if n % 3 else "assistant",
+            " ".join(rng.choice(words) for _ in range(rng.randint(4, 40))) + ".",
+            agent_id="a1" if n % 3 == 0 else None,
+        )
+        for n in range(60)
+    ]
+    # Turns the search of agent a1 never answers: another agent's and another user's.
+    hidden = [
+        stored(tenant, 100, "assistant", "rye rye rye starter", agent_id="a2"),
+        stored(tenant, 101, "user", "rye starter flour", user_id="u2"),
+    ]
+    await MessageStore(db).insert_many(turns + hidden)
+    await HistoryIndex(db, tenant_id=tenant).run_until_done()
+    cases = [
+        ("rye starter", history.POSTINGS_BUDGET, 10),
+        ("rye rye starter crust, and the oven timer", history.POSTINGS_BUDGET, 5),
+        ("flour water salt unknownword", 40, 10),  # the common words left unread
+        ("dough", history.POSTINGS_BUDGET, 3),
+    ]
+    for query, budget, top_k in cases:
+        with statements(db) as seen:
+            async with db.connect() as conn:
+                found = await history.search_turns(
+                    conn, tenant, "u1", "a1", query, top_k, budget=budget
+                )
+        assert len(seen) == 1, seen
+        expected = okapi(turns, query, budget, top_k)
+        assert [i.source_event_ids[0] for i in found] == [e for e, _ in expected], query
+        assert [i.score for i in found] == pytest.approx([s for _, s in expected], rel=1e-6)

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Index,
     Integer,
     MetaData,
     SmallInteger,
@@ -192,5 +193,38 @@ async def test_migrate_fills_in_the_impacts_of_postings_written_without_them(url
         [new_hit] = await provider.search("t", "new", None, "bees on the roof")
         assert (old_hit.id, new_hit.id) == (stored.id, now.id)
         assert old_hit.score == new_hit.score > 0
+    finally:
+        await engine.dispose()
+
+
+# ``message_indexed`` with the index a turn search read before it covered who said each turn.
+before_covering = MetaData()
+Table(
+    "message_indexed",
+    before_covering,
+    Column("message_id", Integer, primary_key=True, autoincrement=False),
+    Column("tenant_id", String(128), nullable=False),
+    Column("user_id", String(128), nullable=False),
+    Column("agent_id", String(128), nullable=True),
+    Column("role", String(16), nullable=False),
+    Column("term_count", Integer, nullable=False),
+    Index("ix_message_indexed_user", "tenant_id", "user_id", "term_count"),
+)
+
+
+async def test_migrate_replaces_an_index_a_later_release_replaced(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(before_covering.create_all)
+        _, indexes = await columns_and_indexes(engine, "message_indexed")
+        assert "ix_message_indexed_user" in indexes
+
+        await migrate(url)
+        await migrate(url)
+
+        _, indexes = await columns_and_indexes(engine, "message_indexed")
+        assert "ix_message_indexed_visible" in indexes
+        assert "ix_message_indexed_user" not in indexes
     finally:
         await engine.dispose()

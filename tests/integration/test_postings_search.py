@@ -6,13 +6,10 @@ backfill."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
 
 import pytest
-from sqlalchemy import delete, event, func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube, readable_cubes
@@ -24,7 +21,7 @@ from memstream.providers.identity import content_hash
 from memstream.retrieval import MMR_LAMBDA, RELATIVITY
 from memstream.store.schema import long_term_memory, memory_term
 from memstream.text.terms import tokenize
-from tests.support.databases import db
+from tests.support.databases import db, statements
 
 pytestmark = pytest.mark.integration
 
@@ -100,21 +97,6 @@ def memories(tenant: str, n: int, *, user: str = "u1", seed: int = 7) -> list[Ne
             )
         )
     return out
-
-
-@contextmanager
-def statements(db: AsyncEngine) -> Iterator[list[str]]:
-    """The SQL statements run on ``db`` inside the block."""
-    seen: list[str] = []
-
-    def count(*args: Any) -> None:
-        seen.append(args[2])
-
-    event.listen(db.sync_engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(db.sync_engine, "before_cursor_execute", count)
 
 
 async def in_memory_search(

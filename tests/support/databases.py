@@ -1,11 +1,15 @@
-"""The database a test of the built-in store runs on: SQLite and MariaDB, migrated."""
+"""The database a test of the built-in store runs on: SQLite and MariaDB, migrated; and the
+statements a block of code runs on it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.store.database import create_engine, migrate
@@ -24,3 +28,18 @@ async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[As
     engine = create_engine(url)
     yield engine
     await engine.dispose()
+
+
+@contextmanager
+def statements(db: AsyncEngine) -> Iterator[list[str]]:
+    """The SQL statements run on ``db`` inside the block."""
+    seen: list[str] = []
+
+    def count(*args: Any) -> None:
+        seen.append(args[2])
+
+    event.listen(db.sync_engine, "before_cursor_execute", count)
+    try:
+        yield seen
+    finally:
+        event.remove(db.sync_engine, "before_cursor_execute", count)

@@ -1,15 +1,13 @@
-"""The search over stored turns: a turn's best passage, its line, ranking, and the merge with
-the memories (pure functions of memstream.providers.builtin.history)."""
+"""The search over stored turns: a turn's best passage, its line, and the merge with the
+memories (pure functions of memstream.providers.builtin.history)."""
 
 from datetime import UTC, datetime
 
 from memstream.memory import USER_PROFILE, MemoryItem
 from memstream.providers.builtin.history import (
     PASSAGE_CHARS,
-    TurnPostings,
     merge,
     passage,
-    rank,
     turn_line,
 )
 from memstream.text.terms import tokenize
@@ -42,19 +40,6 @@ def test_a_turn_line_says_who_said_it_and_when() -> None:
     assert (
         turn_line("user", AT, "I live in Lima.") == "The user said (30 May 2023): I live in Lima."
     )
-
-
-def test_rank_orders_turns_by_bm25_against_the_users_average_length() -> None:
-    found = TurnPostings(
-        n_docs=3,
-        average=10.0,
-        words={"beer": {"1": 1, "2": 1}, "pilsner": {"2": 1}},
-        lengths={"1": 10, "2": 10},
-    )
-    ranked = rank(["beer", "pilsner"], found, 5)
-    assert [doc for _, doc in ranked] == [2, 1]
-    assert 0.0 < ranked[1][0] < ranked[0][0] <= 1.0
-    assert rank(["beer"], TurnPostings(), 5) == []
 
 
 def test_passages_fill_what_the_memories_leave_and_the_list_stays_sorted() -> None:

@@ -3,30 +3,46 @@ the best passages of what was said (``conversation_message``) fill the same top 
 is never worse than search over the user's own history (docs/design/builtin-store.md).
 
 The turn index (``message_term``, ``message_indexed``) is filled by the worker from the rows
-the history stage wrote (``HistoryIndex``); a search reads only its terms' postings of one
-user, at most ``POSTINGS_BUDGET`` of them, then the rows of its best few turns."""
+the history stage wrote (``HistoryIndex``); a search is one statement, scored in the
+database: at most ``POSTINGS_BUDGET`` postings of its words over one user's turns, and the
+rows of its best few turns only."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from prometheus_client import Counter as Metric
-from sqlalchemy import Insert, and_, delete, func, or_, select, update
+from sqlalchemy import (
+    Insert,
+    Select,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    literal,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.memory import USER_PROFILE, MemoryItem
-from memstream.retrieval import document_terms, normalised, relevance
+from memstream.retrieval import BACKGROUND_DOCS, document_terms, normalised
+from memstream.store.database import force_index
 from memstream.store.schema import TERM_CHARS
-from memstream.store.schema import conversation_message as m
-from memstream.store.schema import message_indexed as x
-from memstream.store.schema import message_term as p
+from memstream.store.schema import conversation_message as messages
+from memstream.store.schema import message_indexed as indexed
+from memstream.store.schema import message_term as turn_terms
 from memstream.text.dates import display_date
 from memstream.text.terms import tokenize
 
@@ -35,7 +51,6 @@ ORIGIN = "history"
 
 SEARCHED_ROLES = ("user", "assistant")
 POSTINGS_BUDGET = 20_000
-INLINE_POSTINGS = 2_000
 """At most this many postings are scored per search, the query's rarest terms first."""
 PASSAGE_CHARS = 320
 """A turn is answered as its best passage of about this many characters: a raw assistant
@@ -75,17 +90,30 @@ class HistoryIndex:
     async def tick(self) -> int:
         """Index the next ``per_tick`` messages lacking a ``message_indexed`` row."""
         async with self._engine.connect() as conn:
-            newest = (await conn.execute(select(func.max(x.c.message_id)))).scalar()
+            newest = (await conn.execute(select(func.max(indexed.c.message_id)))).scalar()
             query = (
-                select(m.c.id, m.c.tenant_id, m.c.user_id, m.c.agent_id, m.c.role)
-                .add_columns(m.c.message_type, m.c.content, m.c.created_at)
-                .outerjoin(x, x.c.message_id == m.c.id)
-                .where(x.c.message_id.is_(None), m.c.id > (newest or 0) - SLACK_IDS)
-                .order_by(m.c.id)
+                select(
+                    messages.c.id,
+                    messages.c.tenant_id,
+                    messages.c.user_id,
+                    messages.c.agent_id,
+                    messages.c.role,
+                )
+                .add_columns(
+                    messages.c.message_type,
+                    messages.c.content,
+                    messages.c.created_at,
+                )
+                .outerjoin(indexed, indexed.c.message_id == messages.c.id)
+                .where(
+                    indexed.c.message_id.is_(None),
+                    messages.c.id > (newest or 0) - SLACK_IDS,
+                )
+                .order_by(messages.c.id)
                 .limit(self.per_tick)
             )
             if self.tenant_id is not None:
-                query = query.where(m.c.tenant_id == self.tenant_id)
+                query = query.where(messages.c.tenant_id == self.tenant_id)
             pending = [tuple(row) for row in (await conn.execute(query)).all()]
         if not pending:
             return 0
@@ -94,8 +122,8 @@ class HistoryIndex:
         async with self._engine.begin() as conn:
             dialect = conn.dialect.name
             for start in range(0, len(terms), 1000):
-                await conn.execute(_insert_ignore(dialect, p), terms[start : start + 1000])
-            await conn.execute(_insert_ignore(dialect, x), docs)
+                await conn.execute(_insert_ignore(dialect, turn_terms), terms[start : start + 1000])
+            await conn.execute(_insert_ignore(dialect, indexed), docs)
         INDEXED.inc(len(docs))
         return len(docs)
 
@@ -152,92 +180,126 @@ def _index_rows(
 # --- search ------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class TurnPostings:
-    """The postings of a query's words over one user's searchable turns."""
-
-    n_docs: int = 0
-    average: float = 1.0
-    words: dict[str, dict[str, int]] = field(default_factory=dict)
-    lengths: dict[str, int] = field(default_factory=dict)
-    unread: dict[str, int] = field(default_factory=dict)
-
-
-def _visible(tenant_id: str, user_id: str, agent_id: str | None) -> Any:
-    """The user's turns of any agent, the assistant's only of the agent searching: what one
-    agent told the user is not another agent's to repeat."""
-    same_agent = x.c.agent_id.is_(None) if agent_id is None else x.c.agent_id == agent_id
+def _visible() -> Any:
+    """The searchable turns of the user (``tenant_id``, ``user_id``) the search may answer:
+    the user's of any agent, the assistant's only of the agent searching (``agent_id``, NULL
+    for none): what one agent told the user is not another agent's to repeat."""
+    same_agent = indexed.c.agent_id.is_not_distinct_from(bindparam("agent_id"))
     return and_(
-        x.c.tenant_id == tenant_id,
-        x.c.user_id == user_id,
-        x.c.term_count > 0,
-        or_(x.c.role == "user", same_agent),
+        indexed.c.tenant_id == bindparam("tenant_id"),
+        indexed.c.user_id == bindparam("user_id"),
+        indexed.c.term_count > 0,
+        or_(indexed.c.role == "user", same_agent),
     )
 
 
-async def read_postings(
-    conn: AsyncConnection,
-    tenant_id: str,
-    user_id: str,
-    agent_id: str | None,
-    words: Sequence[str],
-    *,
-    budget: int = POSTINGS_BUDGET,
-) -> TurnPostings:
-    """The user's turn count and average length and the document frequency of ``words``,
-    then their postings, rarest first, at most ``budget`` of them (a term over it weighs in
-    the idf only)."""
-    found = TurnPostings()
-    wanted = sorted({w for w in words if len(w) <= TERM_CHARS})
-    if not wanted:
-        return found
-    visible = _visible(tenant_id, user_id, agent_id)
-    # The user's turn count and average length ride along with the document frequencies: one
-    # round trip fewer (uncorrelated, the database computes them once).
-    n_docs = select(func.count()).where(visible).scalar_subquery()
-    average = select(func.avg(x.c.term_count)).where(visible).scalar_subquery()
-    own = (p.c.tenant_id == tenant_id, p.c.user_id == user_id)
-    df_rows = (
-        await conn.execute(
-            select(p.c.term, func.count(), n_docs, average)
-            .where(*own, p.c.term.in_(wanted))
-            .group_by(p.c.term)
+def _qtf(term: Any, levels: int) -> Any:
+    """A word's count in the query: 1, plus 1 for each list ``repeat2``..``repeat<levels>``
+    holding it (the words the query repeats at least that often)."""
+    count: Any = literal(1)
+    for level in range(2, levels + 1):
+        count = count + case((term.in_(bindparam(f"repeat{level}", expanding=True)), 1), else_=0)
+    return count
+
+
+@cache
+def _ranking(levels: int) -> Select[Any]:
+    """The one statement of a turn search: the user's visible turn count and average length
+    (N and the length reference of BM25), the postings of the query's words over those turns
+    with each turn's length, their document frequency, the budget applied rarest words first
+    (a word past it weighs in the ideal only), Okapi BM25 over what is read divided by the
+    ideal score, then the rows of the best ``top_k`` turns only. Built once per count of
+    repeat lists: the engine caches its compiled form."""
+    stats = force_index(
+        select(func.count().label("n_docs"), func.avg(indexed.c.term_count).label("average")).where(
+            _visible()
+        ),
+        indexed,
+        "ix_message_indexed_visible",
+    ).subquery("stats")
+    hits = force_index(
+        force_index(
+            select(
+                turn_terms.c.term,
+                turn_terms.c.message_id,
+                turn_terms.c.tf,
+                indexed.c.term_count,
+                func.count().over(partition_by=turn_terms.c.term).label("df"),
+                func.row_number()
+                .over(partition_by=turn_terms.c.term, order_by=turn_terms.c.message_id)
+                .label("nth"),
+            )
+            .select_from(turn_terms.join(indexed, indexed.c.message_id == turn_terms.c.message_id))
+            .where(
+                turn_terms.c.tenant_id == bindparam("tenant_id"),
+                turn_terms.c.user_id == bindparam("user_id"),
+                turn_terms.c.term.in_(bindparam("terms", expanding=True)),
+                _visible(),
+            ),
+            turn_terms,
+            "PRIMARY",
+        ),
+        indexed,
+        "PRIMARY",
+    ).subquery("hits")
+    n_docs = stats.c.n_docs + (BACKGROUND_DOCS + 0.5)
+    # As retrieval._idf (the Lucene form, the background documents added to N).
+    idf = func.ln(1.0 + (n_docs - hits.c.df) / (hits.c.df + 0.5))
+    qtf = _qtf(hits.c.term, levels)
+    average = case((stats.c.average < 1.0, 1.0), else_=stats.c.average)
+    norm = K1 * (1.0 - B) + K1 * B * hits.c.term_count / average
+    first = hits.c.nth == 1
+    weighed = (
+        select(
+            hits.c.message_id,
+            (qtf * idf * (K1 + 1.0) * hits.c.tf / (hits.c.tf + norm)).label("part"),
+            # The ideal score: each of the query's words once, read or not.
+            func.sum(case((first, idf * qtf), else_=0.0)).over().label("ideal"),
+            func.sum(case((first, qtf), else_=0)).over().label("words"),
+            # Every posting of a word through the last of its peers, rarest words first.
+            func.count().over(order_by=(hits.c.df, hits.c.term)).label("upto"),
+            n_docs.label("n_docs"),
         )
-    ).all()
-    if not df_rows or not df_rows[0][2]:
-        return found
-    found.n_docs, found.average = int(df_rows[0][2]), float(df_rows[0][3] or 1.0)
-    read: list[str] = []
-    spent = 0
-    for term, df, _, _ in sorted(df_rows, key=lambda row: (row[1], row[0])):
-        if spent + df <= budget:
-            read.append(term)
-            spent += df
-        else:
-            found.unread[term] = int(df)
-    if not read:
-        return found
-    rows = await conn.execute(
-        select(p.c.term, p.c.message_id, p.c.tf, x.c.term_count)
-        .join(x, x.c.message_id == p.c.message_id)
-        .where(*own, p.c.term.in_(read), visible)
+        .select_from(hits.join(stats, true()))
+        .subquery("weighed")
     )
-    for term, message_id, tf, length in rows.all():
-        doc = str(message_id)
-        found.words.setdefault(term, {})[doc] = int(tf)
-        found.lengths[doc] = int(length)
-    return found
-
-
-def rank(terms: Sequence[str], found: TurnPostings, top_k: int) -> list[tuple[float, int]]:
-    """The best ``top_k`` turns as (normalised score, message id), best first."""
-    if not found.words:
-        return []
-    base, scale = K1 * (1.0 - B), K1 * B / max(found.average, 1.0)
-    norms = {doc: base + scale * length for doc, length in found.lengths.items()}
-    scores = relevance(terms, found.n_docs, found.words, {}, norms, k1=K1, unread=found.unread)
-    best = sorted(scores.items(), key=lambda kv: (-kv[1], int(kv[0])))[:top_k]
-    return [(normalised(score), int(doc)) for doc, score in best]
+    # The query's words no turn holds weigh in the ideal with a document frequency of 0.
+    unseen: Any = bindparam("word_count") - func.max(weighed.c.words)
+    idf_unseen = func.ln(1.0 + func.max(weighed.c.n_docs) / 0.5)
+    relevance = func.sum(weighed.c.part) / (func.max(weighed.c.ideal) + unseen * idf_unseen)
+    scored = (
+        select(weighed.c.message_id, relevance.label("relevance"))
+        .where(weighed.c.upto <= bindparam("budget"))
+        .group_by(weighed.c.message_id)
+        .subquery("scored")
+    )
+    # Best first by relevance (the score shown is capped at 1, the order is not: a turn
+    # naming the question's day twice ranks above one naming it once), ties by the older.
+    place = func.row_number().over(order_by=(scored.c.relevance.desc(), scored.c.message_id))
+    ranked = (
+        select(scored.c.message_id, scored.c.relevance, place.label("place"))
+        .where(scored.c.relevance > 0.0)
+        .subquery("ranked")
+    )
+    return force_index(
+        select(
+            messages.c.id,
+            messages.c.event_id,
+            messages.c.role,
+            messages.c.content,
+            messages.c.created_at,
+            messages.c.agent_id,
+        )
+        .add_columns(ranked.c.relevance, ranked.c.place)
+        .select_from(ranked.join(messages, messages.c.id == ranked.c.message_id))
+        .where(
+            ranked.c.place <= bindparam("top_k"),
+            messages.c.tenant_id == bindparam("tenant_id"),
+            messages.c.user_id == bindparam("user_id"),
+        ),
+        messages,
+        "PRIMARY",
+    )
 
 
 async def search_turns(
@@ -248,62 +310,57 @@ async def search_turns(
     query: str,
     top_k: int,
     *,
+    cited: frozenset[str] = frozenset(),
     budget: int = POSTINGS_BUDGET,
 ) -> list[MemoryItem]:
-    """The user's best ``top_k`` turns for ``query``, each as its best passage."""
+    """The user's best ``top_k`` turns for ``query`` but those of the events in ``cited``
+    (which memories already answer), each as its best passage: one statement, scored in the
+    database (``_ranking``); a passage is cut only for a turn that is answered."""
     terms = tokenize(query)
-    found = await read_postings(conn, tenant_id, user_id, agent_id, terms, budget=budget)
-    postings = sum(len(docs) for docs in found.words.values())
-    # Many postings are scored in a thread, so that the loop keeps serving (as memories are).
-    if postings > INLINE_POSTINGS:
-        best = await asyncio.to_thread(rank, terms, found, top_k)
-    else:
-        best = rank(terms, found, top_k)
-    if not best:
+    counts = Counter(terms)
+    wanted = sorted(term for term in counts if len(term) <= TERM_CHARS)
+    if not wanted or top_k <= 0:
         return []
-    ids = [message_id for _, message_id in best]
-    rows = await conn.execute(
-        select(m.c.id, m.c.event_id, m.c.role, m.c.content, m.c.created_at, m.c.agent_id).where(
-            m.c.tenant_id == tenant_id, m.c.user_id == user_id, m.c.id.in_(ids)
-        )
-    )
+    levels = max(counts[term] for term in wanted)
+    params: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "user_id": user_id,
+        "agent_id": agent_id,
+        "terms": wanted,
+        "word_count": len(terms),
+        "budget": budget,
+        "top_k": top_k + len(cited),  # enough to leave top_k once the cited are left out
+    }
+    for level in range(2, levels + 1):
+        params[f"repeat{level}"] = [term for term in wanted if counts[term] >= level]
+    rows = sorted((await conn.execute(_ranking(levels), params)).all(), key=lambda r: r.place)
     # A message forgotten since it was indexed has no row and is never answered.
-    by_id = {row.id: row for row in rows.all()}
     query_words = frozenset(terms)
-    out: list[MemoryItem] = []
-    for score, message_id in best:
-        row = by_id.get(message_id)
-        if row is None:
-            continue
-        out.append(
-            MemoryItem(
-                id=f"turn:{row.event_id}",
-                tenant_id=tenant_id,
-                user_id=user_id,
-                agent_id=row.agent_id,
-                cube_id=USER_PROFILE,
-                memory_type="text_mem",
-                content=turn_line(row.role, row.created_at, passage(row.content, query_words)),
-                importance=1,
-                source_event_ids=(row.event_id,),
-                created_at=row.created_at.replace(tzinfo=UTC),
-                score=score,
-                kind="episode",
-                occurred_at=row.created_at.replace(tzinfo=UTC),
-                origin=ORIGIN,
-            )
+    return [
+        MemoryItem(
+            id=f"turn:{row.event_id}",
+            tenant_id=tenant_id,
+            user_id=user_id,
+            agent_id=row.agent_id,
+            cube_id=USER_PROFILE,
+            memory_type="text_mem",
+            content=turn_line(row.role, row.created_at, passage(row.content, query_words)),
+            importance=1,
+            source_event_ids=(row.event_id,),
+            created_at=row.created_at.replace(tzinfo=UTC),
+            score=normalised(float(row.relevance)),
+            kind="episode",
+            occurred_at=row.created_at.replace(tzinfo=UTC),
+            origin=ORIGIN,
         )
-    return out
+        for row in [row for row in rows if row.event_id not in cited][:top_k]
+    ]
 
 
 # --- passages and the merge (pure) -------------------------------------------------------
 
 
 _SENTENCE = re.compile(r"[^.!?。！？\n]+(?:[.!?。！？]+|\n+|$)")
-_SPACES = re.compile(r"\s+")
-
-
-_WORD = re.compile(r"\w+")
 
 
 @lru_cache(maxsize=65_536)
@@ -311,13 +368,14 @@ def _terms_of_word(word: str) -> frozenset[str]:
     return frozenset(tokenize(word))
 
 
-def _terms_of(sentence: str) -> frozenset[str]:
-    """The index terms of ``sentence``, a word at a time through a cache: a passage is cut
-    from long turns on every search, and most of their words recur."""
+def _terms_of(sentence: str) -> set[str]:
+    """The index terms of ``sentence``, a word (split at white space, its punctuation
+    included) at a time through a cache: a passage is cut from long turns on every search,
+    and most of their words recur."""
     out: set[str] = set()
-    for word in _WORD.findall(sentence.lower()):
+    for word in sentence.lower().split():
         out |= _terms_of_word(word)
-    return frozenset(out)
+    return out
 
 
 def turn_line(role: str, at: datetime, text: str) -> str:
@@ -329,7 +387,7 @@ def turn_line(role: str, at: datetime, text: str) -> str:
 def passage(text: str, query_words: frozenset[str], limit: int = PASSAGE_CHARS) -> str:
     """The run of sentences of ``text`` within ``limit`` characters holding the most distinct
     query words (the earliest such run), cut at a word past it; the whole text when short."""
-    text = _SPACES.sub(" ", text).strip()
+    text = " ".join(text.split())
     if len(text) <= limit:
         return text
     sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
@@ -376,9 +434,17 @@ async def forget_turns(engine: AsyncEngine, tenant_id: str, user_id: str) -> Non
     purged: their postings go, and their rows stay read (so they are not indexed again) but
     unsearchable. What the user says after the forget is indexed as usual."""
     async with engine.begin() as conn:
-        await conn.execute(delete(p).where(p.c.tenant_id == tenant_id, p.c.user_id == user_id))
         await conn.execute(
-            update(x)
-            .where(x.c.tenant_id == tenant_id, x.c.user_id == user_id, x.c.term_count > 0)
+            delete(turn_terms).where(
+                turn_terms.c.tenant_id == tenant_id, turn_terms.c.user_id == user_id
+            )
+        )
+        await conn.execute(
+            update(indexed)
+            .where(
+                indexed.c.tenant_id == tenant_id,
+                indexed.c.user_id == user_id,
+                indexed.c.term_count > 0,
+            )
             .values(term_count=0)
         )

@@ -234,8 +234,11 @@ class MySQLProvider:
         found = await self.search_memories(tenant_id, user_id, agent_id, query, top_k=top_k)
         if not self.search_history or len(found) >= top_k or not query.strip():
             return found  # turns only fill what the memories leave: none left, none read
+        cited = frozenset(e for item in found for e in item.source_event_ids)
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            turns = await history.search_turns(conn, tenant_id, user_id, agent_id, query, top_k)
+            turns = await history.search_turns(
+                conn, tenant_id, user_id, agent_id, query, top_k - len(found), cited=cited
+            )
         return history.merge(found, turns, top_k)
 
     async def search_memories(
