@@ -4,7 +4,7 @@ ended, and the messages it came from while the record still has them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from memstream.store.database import in_lists
 from memstream.store.schema import (
     conversation_message,
     long_term_memory,
@@ -22,7 +23,6 @@ from memstream.store.schema import (
 )
 
 MAX_CHAIN = 100  # memories one history shows at most
-_CHUNK = 500
 
 State = Literal["live", "superseded", "deleted", "expired", "forgotten"]
 _ENDED: dict[str, State] = {s: s for s in ("superseded", "deleted", "expired", "forgotten")}
@@ -74,11 +74,6 @@ def _utc(moment: datetime | None) -> datetime | None:
     if moment is None:
         return None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
-
-
-def _chunks(values: Sequence[str]) -> Iterable[Sequence[str]]:
-    for start in range(0, len(values), _CHUNK):
-        yield values[start : start + _CHUNK]
 
 
 async def _chain(
@@ -141,7 +136,7 @@ async def _memories(
     """What the record keeps of each memory: the built-in store's row, else the ledger's."""
     found: dict[str, dict[str, Any]] = {}
     m, p = long_term_memory.c, provider_memory.c
-    for chunk in _chunks(ids):
+    for chunk in in_lists(ids):
         query = select(long_term_memory).where(m.tenant_id == tenant_id, m.id.in_(chunk))
         for row in (await conn.execute(query)).all():
             found[row.id] = {
@@ -187,7 +182,7 @@ async def _steps(
     """Per memory, its recorded ``added`` change and the change that ended it."""
     c = memory_change.c
     out: dict[str, tuple[Noted | None, Noted | None]] = {}
-    for chunk in _chunks(ids):
+    for chunk in in_lists(ids):
         query = (
             select(c.memory_id, c.change, c.cause, c.conversation_id, c.changed_at, c.payload)
             .where(c.tenant_id == tenant_id, c.memory_id.in_(chunk))
@@ -220,7 +215,7 @@ async def _messages(
     """The stored messages among ``event_ids`` (those the record still has)."""
     c = conversation_message.c
     found: dict[str, SourceMessage] = {}
-    for chunk in _chunks(event_ids):
+    for chunk in in_lists(event_ids):
         query = select(c.event_id, c.role, c.content, c.created_at).where(
             c.tenant_id == tenant_id, c.event_id.in_(chunk)
         )

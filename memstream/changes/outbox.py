@@ -12,13 +12,13 @@ from sqlalchemy import Insert, Table, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from memstream.store.database import in_lists
 from memstream.store.schema import memory_change, memory_link
 from memstream_client.contract.changes import Change, value_of
 from memstream_client.contract.topics import MEMORY_CHANGED
 
 # The topic of the default prefix (``memory.``): what a store built without settings writes to.
 DEFAULT_TOPIC = f"memory.{MEMORY_CHANGED}"
-_CHUNK = 500  # ids per IN (...) list
 
 
 def _naive(moment: datetime) -> datetime:
@@ -86,8 +86,7 @@ class ChangeOutbox:
     async def erase(self, conn: AsyncConnection, tenant_id: str, memory_ids: Sequence[str]) -> None:
         """Drop the text of these memories' changes not published yet: a user who deleted a
         memory expects its words gone, from the outbox too."""
-        for start in range(0, len(memory_ids), _CHUNK):
-            chunk = memory_ids[start : start + _CHUNK]
+        for chunk in in_lists(memory_ids):
             await conn.execute(
                 update(memory_change)
                 .where(memory_change.c.tenant_id == tenant_id, memory_change.c.memory_id.in_(chunk))

@@ -25,14 +25,13 @@ from memstream.broker.clients import producer
 from memstream.cli.deadletters import Reading, Selection, selected
 from memstream.events.origin import ORIGIN_HEADER
 from memstream.settings import Settings
-from memstream.store.database import create_engine
+from memstream.store.database import create_engine, in_lists
 from memstream.store.forgets import ForgetSet, ForgetStore, subject_of
 from memstream.store.schema import redriven_letter as t
 from memstream.topology import REDRIVE_TOPICS
 from memstream_client.contract.deadletter import Letter
 from memstream_client.contract.topics import DEAD_LETTER, MESSAGE_WRITTEN
 
-CHUNK = 500
 REDRIVEN_HEADER = "memstream-redriven-from"
 
 
@@ -94,9 +93,9 @@ async def redrive(settings: Settings, selection: Selection, *, dry_run: bool) ->
             report.sent.update((letter.reason, letter.stage) for letter in todo)
             return report
         async with producer(settings) as client:
-            for start in range(0, len(todo), CHUNK):
-                claimed = await ledger.claim(todo[start : start + CHUNK])
-                report.already += len(todo[start : start + CHUNK]) - len(claimed)
+            for batch in in_lists(todo):
+                claimed = await ledger.claim(batch)
+                report.already += len(batch) - len(claimed)
                 sends = [
                     await client.send(
                         letter.source_topic,
@@ -153,12 +152,10 @@ class Ledger:
         found: dict[tuple[int, int], str] = {}
         keys = sorted({(letter.partition, letter.offset) for letter in letters})
         async with self.engine.connect() as conn:
-            for start in range(0, len(keys), CHUNK):
+            for chunk in in_lists(keys):
                 query = select(t.c.letter_partition, t.c.letter_offset, t.c.state).where(
                     t.c.topic == self.topic,
-                    tuple_(t.c.letter_partition, t.c.letter_offset).in_(
-                        keys[start : start + CHUNK]
-                    ),
+                    tuple_(t.c.letter_partition, t.c.letter_offset).in_(chunk),
                 )
                 for row in await conn.execute(query):
                     found[(row.letter_partition, row.letter_offset)] = row.state

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
 from memstream.embeddings.rows import decode as decode_vector
+from memstream.store.database import in_lists
 from memstream.store.schema import long_term_memory as t
 from memstream.store.schema import memory_embedding as e
 from memstream.store.schema import memory_vector_block as b
@@ -30,7 +31,6 @@ DEAD = -1  # ``memory_embedding.block`` of a vector whose memory was deleted: ne
 
 _FIELD, _RECORD = "\x1f", "\x1e"  # ASCII unit and record separators
 _SCALE = np.dtype("<f4")
-_CHUNK = 500  # ids per IN (...) list
 
 PACKED = Counter(
     "memstream_memory_vectors_packed_total",
@@ -211,11 +211,11 @@ async def _pack_user(
     if not locked:
         return 0
     rows: list[Row[Any]] = []
-    for start in range(0, len(locked), _CHUNK):
+    for chunk in in_lists(locked):
         query = (
             select(e.c.memory_id, e.c.dims, e.c.vector, t.c.cube_id, t.c.deleted_at)
             .select_from(e.outerjoin(t, and_(t.c.id == e.c.memory_id, t.c.tenant_id == tenant_id)))
-            .where(*scope, e.c.memory_id.in_(locked[start : start + _CHUNK]))
+            .where(*scope, e.c.memory_id.in_(chunk))
             .order_by(e.c.created_at, e.c.memory_id)
         )
         rows += (await conn.execute(query)).all()
@@ -295,8 +295,7 @@ async def _write(
 
 
 async def _mark(conn: AsyncConnection, model: str, ids: Sequence[str], block: int) -> None:
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
+    for chunk in in_lists(ids):
         await conn.execute(
             update(e).where(e.c.model == model, e.c.memory_id.in_(chunk)).values(block=block)
         )
@@ -307,8 +306,7 @@ async def unpack(conn: AsyncConnection, tenant_id: str, memory_ids: Sequence[str
     if not memory_ids:
         return
     by_block: dict[tuple[str, str, int], set[str]] = defaultdict(set)
-    for start in range(0, len(memory_ids), _CHUNK):
-        chunk = memory_ids[start : start + _CHUNK]
+    for chunk in in_lists(memory_ids):
         query = (
             select(e.c.memory_id, e.c.user_id, e.c.model, e.c.block)
             .where(e.c.tenant_id == tenant_id, e.c.memory_id.in_(chunk))

@@ -4,7 +4,7 @@ memstream.embeddings.blocks)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -15,10 +15,10 @@ from sqlalchemy import Insert, select
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from memstream.store.database import in_lists
 from memstream.store.schema import memory_embedding as e
 
 _DTYPE = np.dtype("<f4")
-_CHUNK = 500  # ids per IN (...) list
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,7 @@ async def load(
     base = select(e.c.memory_id, e.c.vector).where(
         e.c.tenant_id == tenant_id, e.c.user_id == user_id, e.c.model == model, e.c.dims == dims
     )
-    queries = [base] if ids is None else [base.where(e.c.memory_id.in_(c)) for c in _chunks(ids)]
+    queries = [base] if ids is None else [base.where(e.c.memory_id.in_(c)) for c in in_lists(ids)]
     found_ids: list[str] = []
     blobs: list[bytes] = []
     width = dims * _DTYPE.itemsize
@@ -95,8 +95,3 @@ async def load(
                 blobs.append(blob)
     matrix = np.frombuffer(b"".join(blobs), dtype=_DTYPE).reshape(len(blobs), dims)
     return found_ids, matrix.astype(np.float32, copy=False)
-
-
-def _chunks(values: Sequence[str]) -> Iterable[Sequence[str]]:
-    for start in range(0, len(values), _CHUNK):
-        yield values[start : start + _CHUNK]

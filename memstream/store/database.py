@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,6 +39,18 @@ async def again_on_deadlock(transaction: Callable[[], Awaitable[T]]) -> T:
     it commits, running it again, after a short spread pause, while it loses a deadlock to a
     concurrent writer (at most five tries; the last loss raises)."""
     return await _AGAIN.run(transaction, worth=lost_deadlock)
+
+
+IN_LIST = 500
+"""Values per ``IN (...)`` list: a longer list is read or written in chunks of this many."""
+
+ValueT = TypeVar("ValueT")
+
+
+def in_lists(values: Sequence[ValueT]) -> Iterator[Sequence[ValueT]]:
+    """``values`` in chunks of ``IN_LIST``, one ``IN (...)`` list each."""
+    for start in range(0, len(values), IN_LIST):
+        yield values[start : start + IN_LIST]
 
 
 def force_index(stmt: SelectT, table: Table, index: str) -> SelectT:

@@ -18,10 +18,10 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.memory import MemoryItem
+from memstream.store.database import in_lists
 from memstream.store.messages import utc_naive
 from memstream.store.schema import provider_memory as t
 
-_CHUNK = 500  # ids per IN (...) list
 # More writes committed with the ledger's (the changes of ``memstream.changes``).
 Also = Callable[[AsyncConnection], Awaitable[None]] | None
 
@@ -86,11 +86,11 @@ class ProviderLedger:
         """The live memories among ``ids`` memstream wrote to ``provider``, as recorded."""
         found: list[MemoryItem] = []
         async with self._engine.connect() as conn:
-            for start in range(0, len(ids), _CHUNK):
+            for chunk in in_lists(ids):
                 query = select(t).where(
                     t.c.tenant_id == tenant_id,
                     t.c.provider == provider,
-                    t.c.memory_id.in_(ids[start : start + _CHUNK]),
+                    t.c.memory_id.in_(chunk),
                     t.c.deleted_at.is_(None),
                 )
                 found += [_item(row) for row in (await conn.execute(query)).all()]
@@ -121,13 +121,13 @@ class ProviderLedger:
         now = datetime.now(UTC).replace(tzinfo=None)
         values: dict[str, object] = {"deleted_at": now, **({"content": ""} if erase else {})}
         async with self._engine.begin() as conn:
-            for start in range(0, len(ids), _CHUNK):
+            for chunk in in_lists(ids):
                 await conn.execute(
                     update(t)
                     .where(
                         t.c.tenant_id == tenant_id,
                         t.c.provider == provider,
-                        t.c.memory_id.in_(ids[start : start + _CHUNK]),
+                        t.c.memory_id.in_(chunk),
                         t.c.deleted_at.is_(None),
                     )
                     .values(values)

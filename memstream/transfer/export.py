@@ -19,6 +19,7 @@ from memstream.forget import providers_used
 from memstream.memory import USER_PROFILE, MemoryItem, agent_cube, readable_cubes
 from memstream.providers.builtin.sql import COLUMNS, item_of
 from memstream.providers.router import ProviderRouter, provider_name
+from memstream.store.database import in_lists
 from memstream.store.schema import long_term_memory, memory_key, memory_link, provider_memory
 from memstream.transfer.lines import State, line_of
 
@@ -135,7 +136,7 @@ async def _builtin(
             if selection.history:
                 older = [i for i in await _older(conn, tenant, ids) if i not in emitted]
                 emitted.update(older)
-                for chunk in _chunks(older):
+                for chunk in in_lists(older):
                     found = await conn.execute(
                         select(*COLUMNS, m.deleted_at).where(m.tenant_id == tenant, m.id.in_(chunk))
                     )
@@ -247,7 +248,7 @@ async def _ledger_rows(
     it was superseded rather than deleted by a user)."""
     p = provider_memory.c
     out: list[tuple[MemoryItem, datetime | None]] = []
-    for chunk in _chunks(list(ids)):
+    for chunk in in_lists(list(ids)):
         query = select(provider_memory).where(
             and_(p.tenant_id == tenant_id, p.provider == provider, p.memory_id.in_(chunk))
         )
@@ -270,7 +271,3 @@ async def _ledger_rows(
             out.append((item, row.deleted_at))
     out.sort(key=lambda pair: (pair[0].created_at, pair[0].id))
     return out
-
-
-def _chunks(values: Sequence[str], size: int = 500) -> list[Sequence[str]]:
-    return [values[start : start + size] for start in range(0, len(values), size)]

@@ -42,7 +42,7 @@ from memstream.retrieval import (
     document_terms,
     impact,
 )
-from memstream.store.database import force_index
+from memstream.store.database import force_index, in_lists
 from memstream.store.schema import TERM_CHARS
 from memstream.store.schema import long_term_memory as t
 from memstream.store.schema import memory_term as p
@@ -457,7 +457,7 @@ class TermBackfill:
         async with self._engine.begin() as conn:
             await write(conn, posted)
             # A row deleted or indexed meanwhile keeps what it has.
-            for ids in sql.chunks(sorted(lengths)):
+            for ids in in_lists(sorted(lengths)):
                 await conn.execute(
                     update(t)
                     .where(t.c.id.in_(ids), t.c.term_count.is_(None))

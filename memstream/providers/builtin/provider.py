@@ -41,6 +41,7 @@ from memstream.retrieval import (
     query_terms,
     relevance,
 )
+from memstream.store.database import in_lists
 from memstream.store.reads import Reads
 from memstream.store.schema import TERM_CHARS
 from memstream.text.dates import dated_query
@@ -175,7 +176,7 @@ class MySQLProvider:
         deleted: list[str] = []
         now = sql.now()
         async with self._engine.begin() as conn:
-            for chunk in sql.chunks(sorted(set(ids))):
+            for chunk in in_lists(sorted(set(ids))):
                 expired = await sql.expire(conn, sql.by_ids(tenant_id, chunk))
                 gone = [item.id for item in expired]
                 # Out of the packed vectors first: ``erase`` drops the rows saying where.

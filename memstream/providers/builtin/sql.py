@@ -4,7 +4,7 @@ conversions between its rows and memory items."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Container, Sequence
 from datetime import UTC, datetime
 from typing import Any, get_args
 
@@ -21,12 +21,11 @@ from memstream.memory import (
     NewMemory,
 )
 from memstream.providers.identity import content_hash
-from memstream.store.database import force_index
+from memstream.store.database import force_index, in_lists
 from memstream.store.schema import long_term_memory as t
 from memstream.store.schema import memory_embedding as e
 from memstream.text.normalise import fold_spaces_and_case
 
-_CHUNK = 500  # ids per IN (...) list
 MEMORY_KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
 # (memories, deleted memories) of a user, what the lexical index follows; then the same plus
 # the user's vectors of the embedding model, what the vector matrix follows. Each only grows.
@@ -120,11 +119,6 @@ def content_key(row: dict[str, Any]) -> ContentKey:
     return (row["tenant_id"], row["user_id"], row["cube_id"], row["content_hash"])
 
 
-def chunks(values: Sequence[str]) -> Iterable[Sequence[str]]:
-    for start in range(0, len(values), _CHUNK):
-        yield values[start : start + _CHUNK]
-
-
 # --- writes ------------------------------------------------------------------------------
 
 
@@ -148,7 +142,7 @@ async def read_back(
     found: dict[ContentKey, MemoryItem] = {}
     dead: list[tuple[str, str]] = []
     for (tenant, user, cube), digests in by_cube.items():
-        for chunk in chunks(digests):
+        for chunk in in_lists(digests):
             # Point lookups on the unique key.
             query = select(*COLUMNS, t.c.content_hash, t.c.deleted_at).where(
                 t.c.tenant_id == tenant,
@@ -238,7 +232,7 @@ _LIVE_ITEMS = force_index(
 async def live_items(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) -> list[MemoryItem]:
     """The live memories of ``tenant_id`` among ``ids`` (point lookups on the primary key)."""
     found: list[MemoryItem] = []
-    for chunk in chunks(ids):
+    for chunk in in_lists(ids):
         params = {"tenant_id": tenant_id, "ids": list(chunk)}
         found += [item_of(row) for row in (await conn.execute(_LIVE_ITEMS, params)).all()]
     return found
