@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar, get_args
@@ -21,6 +21,7 @@ from memstream.memory import MEMORY_TYPES, USER_PROFILE, MemoryKind, NewMemory
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+FoundT = TypeVar("FoundT")
 
 PROVIDER_SECONDS = Histogram(
     "memstream_provider_seconds",
@@ -124,6 +125,35 @@ class ProviderHttp:
             raise
         finally:
             PROVIDER_SECONDS.labels(self.provider, call).observe(time.perf_counter() - started)
+
+    async def write_once(
+        self,
+        call: str,
+        path: str,
+        parse: Callable[[Any], T],
+        *,
+        json: Any,
+        seconds: float,
+        written: Callable[[], Awaitable[FoundT | None]],
+    ) -> T | FoundT:
+        """``POST`` a write that is not safe to repeat blindly (an add): after a retryable
+        failure the write may have happened, so once the backoff has passed ``written`` looks
+        for its effect, and the write is sent again only when that finds nothing. Answers
+        the parsed answer, or what ``written`` found."""
+
+        async def send() -> T:
+            return await self.call(
+                call, "POST", path, parse, json=json, retry=False, seconds=seconds
+            )
+
+        try:
+            return await send()
+        except ProviderCallFailed as exc:
+            if not exc.retryable:
+                raise
+        await asyncio.sleep(self.backoff_seconds)
+        found = await written()
+        return found if found is not None else await send()
 
     def _retried(self, call: str, tried: int, failure: Exception, pause: float) -> None:
         log.info("%s %s failed (%s); retry %d in %.2fs", self.provider, call, failure, tried, pause)

@@ -314,28 +314,18 @@ class Mem0Provider:
             body["metadata"]["memstream_created_at"] = time_text(memory.created_at)
         if memory.cube_id != USER_PROFILE:
             body["agent_id"] = memory.cube_id.removeprefix("agent_")
-        for attempt in range(2):
-            try:
-                results = await self.http.call(
-                    "add",
-                    "POST",
-                    "/memories",
-                    _results,
-                    json=body,
-                    retry=False,
-                    seconds=self.write_timeout,
-                )
-                break
-            except ProviderCallFailed as exc:
-                if not exc.retryable or attempt == 1:
-                    raise
-                # The add may have happened: repeat it only if the memory is still missing.
-                await asyncio.sleep(self.http.backoff_seconds)
-                fresh = await self._list_user(scope)
-                listed[(memory.tenant_id, memory.user_id)] = fresh
-                found = _same(fresh, memory)
-                if found is not None:
-                    return found
+
+        async def written() -> MemoryItem | None:
+            fresh = await self._list_user(scope)
+            listed[(memory.tenant_id, memory.user_id)] = fresh
+            return _same(fresh, memory)
+
+        # Repeated after a failure only if the memory is still missing.
+        results = await self.http.write_once(
+            "add", "/memories", _results, json=body, seconds=self.write_timeout, written=written
+        )
+        if isinstance(results, MemoryItem):
+            return results  # Mem0 has it: the failed add had happened
         added = [r for r in results if r.get("event", "ADD") == "ADD" and r.get("id")]
         if not added:
             raise ProviderUnavailable(

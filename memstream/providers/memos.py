@@ -306,26 +306,17 @@ class MemOSProvider:
             "mode": "fast" if memory.kind == "episode" else self.add_mode,
             "info": info,
         }
-        for attempt in range(2):
-            try:
-                answered = await self.http.call(
-                    "add",
-                    "POST",
-                    "/product/add",
-                    _data_list,
-                    json=body,
-                    retry=False,
-                    seconds=self.write_timeout,
-                )
-                break
-            except ProviderCallFailed as exc:
-                if not exc.retryable or attempt == 1:
-                    raise
-                # The add may have happened: repeat it only if the cube still lacks it.
-                await asyncio.sleep(self.http.backoff_seconds)
-                existing = await self._lookup(scope, memory, key, ())
-                if existing is not None:
-                    return existing
+        # Repeated after a failure only if the cube still lacks it.
+        answered = await self.http.write_once(
+            "add",
+            "/product/add",
+            _data_list,
+            json=body,
+            seconds=self.write_timeout,
+            written=lambda: self._lookup(scope, memory, key, ()),
+        )
+        if isinstance(answered, MemoryItem):
+            return answered  # the cube has it: the failed add had happened
         ids = _answered_ids(answered, cube)
         return await self._confirm(scope, memory, key, ids)
 
