@@ -1,27 +1,5 @@
-"""Every exception memstream raises on purpose, under one root.
-
-MemstreamError
-├── Outage                   worth waiting out: a stage tries its record again later
-│   ├── ServiceUnavailable   a required service (broker, database) does not answer
-│   ├── HistoryBehind        a session's messages are not stored yet: its end is tried later
-│   └── ProviderUnavailable  a long-term provider cannot serve the call
-├── Rejected                 refused for what it is: retrying cannot help (dead-letter)
-│   ├── InvalidEvent         an input record that cannot be accepted (``reason`` says why)
-│   └── Refused              a write refused for its data
-├── ConfigurationError       settings that cannot work together
-├── CacheUnavailable         the hot cache (or its node for a key) fails: read the record instead
-├── ReplayRefused            the consumer group is live: rewinding now would race it
-├── LLMError                 the LLM endpoint gave no usable completion (``kind`` says why)
-├── EmbeddingError           the embeddings endpoint gave no usable vectors
-├── JudgeOutputError         the judge model's answer is not a usable list of memories
-├── MalformedDecision        the conflict model's answer is not a usable decision
-├── CpuWorkFailed            CPU work in a child process ran too long or killed its process
-└── ApiError                 an error the query API answers with on purpose (status, code)
-
-The root, ``Outage``, ``Rejected``, ``InvalidEvent``, ``ServiceUnavailable`` and ``ApiError``
-are defined in ``memstream_client.contract.errors`` (the client raises them too, without the
-server) and are the same classes here.
-"""
+"""Every exception memstream raises on purpose, under one root ``MemstreamError``; the
+hierarchy, and which of them the client defines, is drawn in docs/design/errors.md."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def to_stored(event: MessageWritten, record: SourceRecord) -> StoredMessage:
 
 
 def triage(records: Sequence[SourceRecord], max_content_chars: int) -> Triage:
-    """Validate a batch and apply the sub-agent rule (CONTRACT 2.1); no IO, and no record can
+    """Validate a batch and apply the sub-agent rule (docs/api.md); no IO, and no record can
     make it raise: whatever one record breaks becomes that record's dead letter."""
     out = Triage()
     seen: set[tuple[str, str]] = set()

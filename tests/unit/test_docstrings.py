@@ -1,0 +1,41 @@
+"""A module's docstring says what the module is for in a few lines and points to its page in
+docs/ for the rest; it never cites a document the repository does not hold."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LIBRARY = ("memstream", "agents", "streams", "tables", "clients/python/memstream_client")
+MAX_LINES = 12
+# The public interface's spec lives outside the repository: the code cites docs/ instead.
+OUTSIDE = re.compile(r"\bCONTRACT(?:\.md)?\s+(?:section\s+)?\d")
+
+
+def library_modules() -> list[Path]:
+    return sorted(p for root in LIBRARY for p in (REPO / root).rglob("*.py") if p.is_file())
+
+
+def test_the_library_has_modules_to_check() -> None:
+    assert len(library_modules()) > 100
+
+
+def test_no_module_docstring_runs_past_a_few_lines() -> None:
+    long = {}
+    for path in library_modules():
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+        if doc and doc.count("\n") + 1 > MAX_LINES:
+            long[str(path.relative_to(REPO))] = doc.count("\n") + 1
+    assert long == {}
+
+
+def test_no_comment_cites_a_document_outside_the_repository() -> None:
+    cited = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in library_modules()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert cited == []
