@@ -31,7 +31,7 @@ from memstream.changes.outbox import ChangeOutbox, insert_ignoring
 from memstream.settings import Settings
 from memstream.store.forgets import ForgetSet, ForgetStore
 from memstream.store.schema import change_relay as lease_table
-from memstream.store.schema import memory_change as t
+from memstream.store.schema import memory_change
 from memstream_client.contract.changes import key_of, with_content
 
 log = logging.getLogger(__name__)
@@ -99,16 +99,16 @@ class ChangeRelay:
             return 0
         query = (
             select(
-                t.c.seq,
-                t.c.tenant_id,
-                t.c.user_id,
-                t.c.change,
-                t.c.payload,
-                t.c.content,
-                t.c.traceparent,
+                memory_change.c.seq,
+                memory_change.c.tenant_id,
+                memory_change.c.user_id,
+                memory_change.c.change,
+                memory_change.c.payload,
+                memory_change.c.content,
+                memory_change.c.traceparent,
             )
-            .where(t.c.topic == self.topic, t.c.published_at.is_(None))
-            .order_by(t.c.seq)
+            .where(memory_change.c.topic == self.topic, memory_change.c.published_at.is_(None))
+            .order_by(memory_change.c.seq)
             .limit(BATCH)
         )
         async with self._engine.connect() as conn:
@@ -137,16 +137,18 @@ class ChangeRelay:
         ``forgotten`` changes are out, with those still pending when the user was forgotten."""
         async with self._engine.begin() as conn:
             await conn.execute(
-                update(t).where(t.c.seq.in_(seqs)).values(published_at=_now(), content=None)
+                update(memory_change)
+                .where(memory_change.c.seq.in_(seqs))
+                .values(published_at=_now(), content=None)
             )
             for (tenant_id, user_id), last in forgotten.items():
                 await conn.execute(
-                    delete(t).where(
-                        t.c.tenant_id == tenant_id,
-                        t.c.user_id == user_id,
-                        t.c.topic == self.topic,
-                        t.c.seq <= last,
-                        t.c.published_at.is_not(None),
+                    delete(memory_change).where(
+                        memory_change.c.tenant_id == tenant_id,
+                        memory_change.c.user_id == user_id,
+                        memory_change.c.topic == self.topic,
+                        memory_change.c.seq <= last,
+                        memory_change.c.published_at.is_not(None),
                     )
                 )
 

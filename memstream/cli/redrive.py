@@ -27,7 +27,7 @@ from memstream.events.origin import ORIGIN_HEADER
 from memstream.settings import Settings
 from memstream.store.database import create_engine, in_lists
 from memstream.store.forgets import ForgetSet, ForgetStore, subject_of
-from memstream.store.schema import redriven_letter as t
+from memstream.store.schema import redriven_letter
 from memstream.topology import REDRIVE_TOPICS
 from memstream_client.contract.deadletter import Letter
 from memstream_client.contract.topics import DEAD_LETTER, MESSAGE_WRITTEN
@@ -153,9 +153,15 @@ class Ledger:
         keys = sorted({(letter.partition, letter.offset) for letter in letters})
         async with self.engine.connect() as conn:
             for chunk in in_lists(keys):
-                query = select(t.c.letter_partition, t.c.letter_offset, t.c.state).where(
-                    t.c.topic == self.topic,
-                    tuple_(t.c.letter_partition, t.c.letter_offset).in_(chunk),
+                query = select(
+                    redriven_letter.c.letter_partition,
+                    redriven_letter.c.letter_offset,
+                    redriven_letter.c.state,
+                ).where(
+                    redriven_letter.c.topic == self.topic,
+                    tuple_(redriven_letter.c.letter_partition, redriven_letter.c.letter_offset).in_(
+                        chunk
+                    ),
                 )
                 for row in await conn.execute(query):
                     found[(row.letter_partition, row.letter_offset)] = row.state
@@ -185,7 +191,7 @@ class Ledger:
             ]
             try:
                 async with self.engine.begin() as conn:
-                    await conn.execute(t.insert(), rows)
+                    await conn.execute(redriven_letter.insert(), rows)
             except IntegrityError:
                 continue  # a concurrent run recorded some of them first: look again
             return free
@@ -196,17 +202,19 @@ class Ledger:
             return
         async with self.engine.begin() as conn:
             await conn.execute(
-                update(t)
+                update(redriven_letter)
                 .where(
-                    t.c.topic == self.topic,
-                    tuple_(t.c.letter_partition, t.c.letter_offset).in_(keys),
+                    redriven_letter.c.topic == self.topic,
+                    tuple_(redriven_letter.c.letter_partition, redriven_letter.c.letter_offset).in_(
+                        keys
+                    ),
                 )
                 .values(state="sent", sent_at=_now())
             )
 
 
 def _create_ledger(conn: Connection) -> None:
-    t.create(conn, checkfirst=True)
+    redriven_letter.create(conn, checkfirst=True)
 
 
 def _now() -> datetime:

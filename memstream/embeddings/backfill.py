@@ -17,8 +17,7 @@ from memstream.embeddings import blocks
 from memstream.embeddings import rows as vector_rows
 from memstream.embeddings.client import EmbeddingClient
 from memstream.errors import EmbeddingError
-from memstream.store.schema import long_term_memory as t
-from memstream.store.schema import memory_embedding as e
+from memstream.store.schema import long_term_memory, memory_embedding
 
 log = logging.getLogger(__name__)
 
@@ -143,24 +142,33 @@ class EmbeddingBackfill:
     def _lacking(self) -> Select[tuple[str, str, str, str, datetime]]:
         """Live memories (of the tenant, when set) without a vector of the model, oldest
         written first."""
-        has_vector = and_(e.c.memory_id == t.c.id, e.c.model == self.client.model)
+        has_vector = and_(
+            memory_embedding.c.memory_id == long_term_memory.c.id,
+            memory_embedding.c.model == self.client.model,
+        )
         query = (
-            select(t.c.id, t.c.tenant_id, t.c.user_id, t.c.content, t.c.created_at)
-            .select_from(t.outerjoin(e, has_vector))
-            .where(t.c.deleted_at.is_(None), e.c.memory_id.is_(None))
-            .order_by(t.c.created_at, t.c.id)
+            select(
+                long_term_memory.c.id,
+                long_term_memory.c.tenant_id,
+                long_term_memory.c.user_id,
+                long_term_memory.c.content,
+                long_term_memory.c.created_at,
+            )
+            .select_from(long_term_memory.outerjoin(memory_embedding, has_vector))
+            .where(long_term_memory.c.deleted_at.is_(None), memory_embedding.c.memory_id.is_(None))
+            .order_by(long_term_memory.c.created_at, long_term_memory.c.id)
             .limit(self.per_tick)
         )
         if self.tenant_id is not None:
-            query = query.where(t.c.tenant_id == self.tenant_id)
+            query = query.where(long_term_memory.c.tenant_id == self.tenant_id)
         return query
 
     async def _fresh(self) -> Sequence[Pending]:
         """Memories written in the last ``lookback`` that lack a vector, but those refused."""
         since = datetime.now(UTC).replace(tzinfo=None) - self.lookback
-        query = self._lacking().where(t.c.created_at >= since)
+        query = self._lacking().where(long_term_memory.c.created_at >= since)
         if self._refused:
-            query = query.where(t.c.id.not_in(sorted(self._refused)))
+            query = query.where(long_term_memory.c.id.not_in(sorted(self._refused)))
         async with self._engine.connect() as conn:
             return (await conn.execute(query)).all()
 
@@ -170,7 +178,10 @@ class EmbeddingBackfill:
         if self._position is not None:
             at, memory_id = self._position
             query = query.where(
-                or_(t.c.created_at > at, and_(t.c.created_at == at, t.c.id > memory_id))
+                or_(
+                    long_term_memory.c.created_at > at,
+                    and_(long_term_memory.c.created_at == at, long_term_memory.c.id > memory_id),
+                )
             )
         async with self._engine.connect() as conn:
             return (await conn.execute(query)).all()

@@ -20,9 +20,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from memstream.embeddings.rows import decode as decode_vector
 from memstream.store.database import in_lists
-from memstream.store.schema import long_term_memory as t
-from memstream.store.schema import memory_embedding as e
-from memstream.store.schema import memory_vector_block as b
+from memstream.store.schema import long_term_memory, memory_embedding, memory_vector_block
 
 BLOCK_MEMORIES = 1024
 """Memories per block: appending rewrites one block (about 400 KB at 384 dimensions)."""
@@ -152,9 +150,18 @@ class Block:
 async def load(conn: AsyncConnection, tenant_id: str, user_id: str, model: str) -> list[Block]:
     """The user's blocks of ``model``: one range read on the primary key."""
     query = (
-        select(b.c.dims, b.c.memories, b.c.ids, b.c.vectors)
-        .where(b.c.tenant_id == tenant_id, b.c.user_id == user_id, b.c.model == model)
-        .order_by(b.c.block)
+        select(
+            memory_vector_block.c.dims,
+            memory_vector_block.c.memories,
+            memory_vector_block.c.ids,
+            memory_vector_block.c.vectors,
+        )
+        .where(
+            memory_vector_block.c.tenant_id == tenant_id,
+            memory_vector_block.c.user_id == user_id,
+            memory_vector_block.c.model == model,
+        )
+        .order_by(memory_vector_block.c.block)
     )
     return [
         Block(int(row.dims), int(row.memories), bytes(row.ids), bytes(row.vectors))
@@ -176,13 +183,15 @@ async def pack(engine: AsyncEngine, *, limit: int = 2000, tenant_id: str | None 
     """Pack up to ``limit`` stored vectors not in a block yet into their users' blocks;
     vectors of deleted memories are marked never to be packed. Answers how many it packed."""
     query = (
-        select(e.c.tenant_id, e.c.user_id, e.c.model)
-        .where(e.c.block.is_(None))
-        .group_by(e.c.tenant_id, e.c.user_id, e.c.model)
+        select(memory_embedding.c.tenant_id, memory_embedding.c.user_id, memory_embedding.c.model)
+        .where(memory_embedding.c.block.is_(None))
+        .group_by(
+            memory_embedding.c.tenant_id, memory_embedding.c.user_id, memory_embedding.c.model
+        )
         .limit(limit)
     )
     if tenant_id is not None:
-        query = query.where(e.c.tenant_id == tenant_id)
+        query = query.where(memory_embedding.c.tenant_id == tenant_id)
     async with engine.connect() as conn:
         groups = (await conn.execute(query)).all()
     packed = 0
@@ -199,24 +208,42 @@ async def _pack_user(
     conn: AsyncConnection, tenant_id: str, user_id: str, model: str, limit: int
 ) -> int:
     scope = (
-        e.c.tenant_id == tenant_id,
-        e.c.user_id == user_id,
-        e.c.model == model,
-        e.c.block.is_(None),
+        memory_embedding.c.tenant_id == tenant_id,
+        memory_embedding.c.user_id == user_id,
+        memory_embedding.c.model == model,
+        memory_embedding.c.block.is_(None),
     )
     # The vector rows first, and only them (a delete of these memories waits, or is waited
     # for); the memories are read without a lock.
-    lock = select(e.c.memory_id).where(*scope).order_by(e.c.created_at, e.c.memory_id)
+    lock = (
+        select(memory_embedding.c.memory_id)
+        .where(*scope)
+        .order_by(memory_embedding.c.created_at, memory_embedding.c.memory_id)
+    )
     locked = [r.memory_id for r in (await conn.execute(lock.limit(limit).with_for_update())).all()]
     if not locked:
         return 0
     rows: list[Row[Any]] = []
     for chunk in in_lists(locked):
         query = (
-            select(e.c.memory_id, e.c.dims, e.c.vector, t.c.cube_id, t.c.deleted_at)
-            .select_from(e.outerjoin(t, and_(t.c.id == e.c.memory_id, t.c.tenant_id == tenant_id)))
-            .where(*scope, e.c.memory_id.in_(chunk))
-            .order_by(e.c.created_at, e.c.memory_id)
+            select(
+                memory_embedding.c.memory_id,
+                memory_embedding.c.dims,
+                memory_embedding.c.vector,
+                long_term_memory.c.cube_id,
+                long_term_memory.c.deleted_at,
+            )
+            .select_from(
+                memory_embedding.outerjoin(
+                    long_term_memory,
+                    and_(
+                        long_term_memory.c.id == memory_embedding.c.memory_id,
+                        long_term_memory.c.tenant_id == tenant_id,
+                    ),
+                )
+            )
+            .where(*scope, memory_embedding.c.memory_id.in_(chunk))
+            .order_by(memory_embedding.c.created_at, memory_embedding.c.memory_id)
         )
         rows += (await conn.execute(query)).all()
     dead = [r.memory_id for r in rows if r.cube_id is None or r.deleted_at is not None]
@@ -244,8 +271,18 @@ async def _append(
     found: Sequence[tuple[str, str, npt.NDArray[np.float32]]],
 ) -> int:
     """Append vectors to the user's last block of ``dims`` while it has room, then to new ones."""
-    scope = (b.c.tenant_id == tenant_id, b.c.user_id == user_id, b.c.model == model)
-    newest = select(b).where(*scope).order_by(b.c.block.desc()).limit(1).with_for_update()
+    scope = (
+        memory_vector_block.c.tenant_id == tenant_id,
+        memory_vector_block.c.user_id == user_id,
+        memory_vector_block.c.model == model,
+    )
+    newest = (
+        select(memory_vector_block)
+        .where(*scope)
+        .order_by(memory_vector_block.c.block.desc())
+        .limit(1)
+        .with_for_update()
+    )
     last = (await conn.execute(newest)).first()
     codes, scales = quantise(np.stack([vector for _, _, vector in found]))
     ids = [memory_id for memory_id, _, _ in found]
@@ -289,15 +326,21 @@ async def _write(
     ids, vectors = encode(matrix.ids, matrix.cubes, matrix.codes, matrix.scales)
     body = {"dims": dims, "memories": len(matrix), "ids": ids, "vectors": vectors}
     if replace:
-        await conn.execute(update(b).where(*scope, b.c.block == number).values(**body))
+        await conn.execute(
+            update(memory_vector_block)
+            .where(*scope, memory_vector_block.c.block == number)
+            .values(**body)
+        )
     else:
-        await conn.execute(insert(b).values(**(values or {}), **body))
+        await conn.execute(insert(memory_vector_block).values(**(values or {}), **body))
 
 
 async def _mark(conn: AsyncConnection, model: str, ids: Sequence[str], block: int) -> None:
     for chunk in in_lists(ids):
         await conn.execute(
-            update(e).where(e.c.model == model, e.c.memory_id.in_(chunk)).values(block=block)
+            update(memory_embedding)
+            .where(memory_embedding.c.model == model, memory_embedding.c.memory_id.in_(chunk))
+            .values(block=block)
         )
 
 
@@ -308,8 +351,15 @@ async def unpack(conn: AsyncConnection, tenant_id: str, memory_ids: Sequence[str
     by_block: dict[tuple[str, str, int], set[str]] = defaultdict(set)
     for chunk in in_lists(memory_ids):
         query = (
-            select(e.c.memory_id, e.c.user_id, e.c.model, e.c.block)
-            .where(e.c.tenant_id == tenant_id, e.c.memory_id.in_(chunk))
+            select(
+                memory_embedding.c.memory_id,
+                memory_embedding.c.user_id,
+                memory_embedding.c.model,
+                memory_embedding.c.block,
+            )
+            .where(
+                memory_embedding.c.tenant_id == tenant_id, memory_embedding.c.memory_id.in_(chunk)
+            )
             .with_for_update()
         )
         for held_by in (await conn.execute(query)).all():
@@ -318,11 +368,23 @@ async def unpack(conn: AsyncConnection, tenant_id: str, memory_ids: Sequence[str
                     held_by.memory_id
                 )
         await conn.execute(
-            update(e).where(e.c.tenant_id == tenant_id, e.c.memory_id.in_(chunk)).values(block=DEAD)
+            update(memory_embedding)
+            .where(
+                memory_embedding.c.tenant_id == tenant_id, memory_embedding.c.memory_id.in_(chunk)
+            )
+            .values(block=DEAD)
         )
     for (user_id, model, number), gone in sorted(by_block.items()):
-        scope = (b.c.tenant_id == tenant_id, b.c.user_id == user_id, b.c.model == model)
-        locked = select(b).where(*scope, b.c.block == number).with_for_update()
+        scope = (
+            memory_vector_block.c.tenant_id == tenant_id,
+            memory_vector_block.c.user_id == user_id,
+            memory_vector_block.c.model == model,
+        )
+        locked = (
+            select(memory_vector_block)
+            .where(*scope, memory_vector_block.c.block == number)
+            .with_for_update()
+        )
         row = (await conn.execute(locked)).first()
         held = None if row is None else decode(row.memories, row.dims, row.ids, row.vectors)
         if row is not None and held is not None:
@@ -332,14 +394,22 @@ async def unpack(conn: AsyncConnection, tenant_id: str, memory_ids: Sequence[str
 async def drop_user(conn: AsyncConnection, tenant_id: str, user_id: str) -> None:
     """Drop every block of a user (a forget), and mark their vectors never to be packed."""
     await conn.execute(
-        update(e).where(e.c.tenant_id == tenant_id, e.c.user_id == user_id).values(block=DEAD)
+        update(memory_embedding)
+        .where(memory_embedding.c.tenant_id == tenant_id, memory_embedding.c.user_id == user_id)
+        .values(block=DEAD)
     )
-    await conn.execute(delete(b).where(b.c.tenant_id == tenant_id, b.c.user_id == user_id))
+    await conn.execute(
+        delete(memory_vector_block).where(
+            memory_vector_block.c.tenant_id == tenant_id, memory_vector_block.c.user_id == user_id
+        )
+    )
 
 
 async def count(conn: AsyncConnection, tenant_id: str, user_id: str, model: str) -> int:
     """Vectors in the user's blocks of ``model`` (tests, the benchmark)."""
-    query = select(func.coalesce(func.sum(b.c.memories), 0)).where(
-        b.c.tenant_id == tenant_id, b.c.user_id == user_id, b.c.model == model
+    query = select(func.coalesce(func.sum(memory_vector_block.c.memories), 0)).where(
+        memory_vector_block.c.tenant_id == tenant_id,
+        memory_vector_block.c.user_id == user_id,
+        memory_vector_block.c.model == model,
     )
     return int((await conn.execute(query)).scalar_one())

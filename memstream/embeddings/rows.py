@@ -16,7 +16,7 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memstream.store.database import in_lists
-from memstream.store.schema import memory_embedding as e
+from memstream.store.schema import memory_embedding
 
 _DTYPE = np.dtype("<f4")
 
@@ -45,8 +45,8 @@ def decode(blob: bytes, dims: int) -> npt.NDArray[np.float32] | None:
 def insert_ignore(dialect: str) -> Insert:
     """An insert that leaves a vector already stored for the memory and model as it is."""
     if dialect == "sqlite":
-        return sqlite.insert(e).on_conflict_do_nothing()
-    stmt = mysql.insert(e)
+        return sqlite.insert(memory_embedding).on_conflict_do_nothing()
+    stmt = mysql.insert(memory_embedding)
     return stmt.on_duplicate_key_update(memory_id=stmt.inserted.memory_id)
 
 
@@ -80,10 +80,17 @@ async def load(
 ) -> tuple[list[str], npt.NDArray[np.float32]]:
     """The user's vectors of ``model`` with ``dims`` dimensions (only those of ``ids`` when
     given): their memory ids and one row each."""
-    base = select(e.c.memory_id, e.c.vector).where(
-        e.c.tenant_id == tenant_id, e.c.user_id == user_id, e.c.model == model, e.c.dims == dims
+    base = select(memory_embedding.c.memory_id, memory_embedding.c.vector).where(
+        memory_embedding.c.tenant_id == tenant_id,
+        memory_embedding.c.user_id == user_id,
+        memory_embedding.c.model == model,
+        memory_embedding.c.dims == dims,
     )
-    queries = [base] if ids is None else [base.where(e.c.memory_id.in_(c)) for c in in_lists(ids)]
+    queries = (
+        [base]
+        if ids is None
+        else [base.where(memory_embedding.c.memory_id.in_(c)) for c in in_lists(ids)]
+    )
     found_ids: list[str] = []
     blobs: list[bytes] = []
     width = dims * _DTYPE.itemsize

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from memstream import metrics
 from memstream.store.cache import RedisCache, decode_member
 from memstream.store.messages import MessageStore
-from memstream.store.schema import conversation_message as t
+from memstream.store.schema import conversation_message
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +101,19 @@ class RecentTurns:
 
     async def from_record(self, tenant_id: str, conversation_id: str, limit: int) -> Recent:
         query = (
-            select(t.c.role, t.c.message_type, t.c.content, t.c.token_count)
-            .where(
-                t.c.tenant_id == tenant_id,
-                t.c.conversation_id == conversation_id,
-                t.c.message_type == "chat",
-                t.c.role != "tool",
+            select(
+                conversation_message.c.role,
+                conversation_message.c.message_type,
+                conversation_message.c.content,
+                conversation_message.c.token_count,
             )
-            .order_by(t.c.created_at.desc(), t.c.id.desc())
+            .where(
+                conversation_message.c.tenant_id == tenant_id,
+                conversation_message.c.conversation_id == conversation_id,
+                conversation_message.c.message_type == "chat",
+                conversation_message.c.role != "tool",
+            )
+            .order_by(conversation_message.c.created_at.desc(), conversation_message.c.id.desc())
             .limit(limit + 1)
         )
         async with self._engine.connect() as conn:

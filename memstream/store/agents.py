@@ -16,7 +16,7 @@ from sqlalchemy import Executable, bindparam, select
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.store.schema import agent_config as t
+from memstream.store.schema import agent_config
 from memstream_client.contract.api import DEFAULT_CONTEXT_ROUNDS, ProviderName
 
 # The providers the API's bodies name; one list for the wire and the record.
@@ -47,13 +47,16 @@ def bound_model(config: AgentConfig | None, models: Mapping[str, str]) -> str | 
 
 # Built once: a config read on the load path costs no statement construction.
 _GET = select(
-    t.c.tenant_id,
-    t.c.agent_id,
-    t.c.long_memory_provider,
-    t.c.open_long_memory,
-    t.c.context_rounds,
-    t.c.model_target_id,
-).where(t.c.tenant_id == bindparam("tenant_id"), t.c.agent_id == bindparam("agent_id"))
+    agent_config.c.tenant_id,
+    agent_config.c.agent_id,
+    agent_config.c.long_memory_provider,
+    agent_config.c.open_long_memory,
+    agent_config.c.context_rounds,
+    agent_config.c.model_target_id,
+).where(
+    agent_config.c.tenant_id == bindparam("tenant_id"),
+    agent_config.c.agent_id == bindparam("agent_id"),
+)
 
 
 class AgentConfigStore:
@@ -85,12 +88,12 @@ class AgentConfigStore:
         stmt: Executable
         if self._engine.dialect.name == "sqlite":
             stmt = (
-                sqlite.insert(t)
+                sqlite.insert(agent_config)
                 .values(row)
                 .on_conflict_do_update(index_elements=["tenant_id", "agent_id"], set_=changes)
             )
         else:
-            stmt = mysql.insert(t).values(row).on_duplicate_key_update(**changes)
+            stmt = mysql.insert(agent_config).values(row).on_duplicate_key_update(**changes)
         async with self._engine.begin() as conn:
             await conn.execute(stmt)
         return config

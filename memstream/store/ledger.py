@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from memstream.memory import MemoryItem
 from memstream.store.database import in_lists
 from memstream.store.messages import utc_naive
-from memstream.store.schema import provider_memory as t
+from memstream.store.schema import provider_memory
 
 # More writes committed with the ledger's (the changes of ``memstream.changes``).
 Also = Callable[[AsyncConnection], Awaitable[None]] | None
@@ -65,7 +65,7 @@ class ProviderLedger:
         ]
         stmt: Executable
         if self._engine.dialect.name == "sqlite":
-            insert = sqlite.insert(t)
+            insert = sqlite.insert(provider_memory)
             stmt = insert.on_conflict_do_update(
                 index_elements=["tenant_id", "provider", "memory_id"],
                 set_={"deleted_at": insert.excluded.deleted_at, "content": insert.excluded.content},
@@ -73,7 +73,7 @@ class ProviderLedger:
         else:
             # A deleted row's text was erased: a memory stored again brings it back. Both from
             # the inserted row: a bound value here breaks aiomysql's batched insert of rows.
-            upsert = mysql.insert(t)
+            upsert = mysql.insert(provider_memory)
             stmt = upsert.on_duplicate_key_update(
                 deleted_at=upsert.inserted.deleted_at, content=upsert.inserted.content
             )
@@ -87,22 +87,22 @@ class ProviderLedger:
         found: list[MemoryItem] = []
         async with self._engine.connect() as conn:
             for chunk in in_lists(ids):
-                query = select(t).where(
-                    t.c.tenant_id == tenant_id,
-                    t.c.provider == provider,
-                    t.c.memory_id.in_(chunk),
-                    t.c.deleted_at.is_(None),
+                query = select(provider_memory).where(
+                    provider_memory.c.tenant_id == tenant_id,
+                    provider_memory.c.provider == provider,
+                    provider_memory.c.memory_id.in_(chunk),
+                    provider_memory.c.deleted_at.is_(None),
                 )
                 found += [_item(row) for row in (await conn.execute(query)).all()]
         return found
 
     async def known_of_user(self, tenant_id: str, provider: str, user_id: str) -> list[MemoryItem]:
         """The live memories of a user memstream wrote to ``provider``, as recorded."""
-        query = select(t).where(
-            t.c.tenant_id == tenant_id,
-            t.c.provider == provider,
-            t.c.user_id == user_id,
-            t.c.deleted_at.is_(None),
+        query = select(provider_memory).where(
+            provider_memory.c.tenant_id == tenant_id,
+            provider_memory.c.provider == provider,
+            provider_memory.c.user_id == user_id,
+            provider_memory.c.deleted_at.is_(None),
         )
         async with self._engine.connect() as conn:
             return [_item(row) for row in (await conn.execute(query)).all()]
@@ -123,12 +123,12 @@ class ProviderLedger:
         async with self._engine.begin() as conn:
             for chunk in in_lists(ids):
                 await conn.execute(
-                    update(t)
+                    update(provider_memory)
                     .where(
-                        t.c.tenant_id == tenant_id,
-                        t.c.provider == provider,
-                        t.c.memory_id.in_(chunk),
-                        t.c.deleted_at.is_(None),
+                        provider_memory.c.tenant_id == tenant_id,
+                        provider_memory.c.provider == provider,
+                        provider_memory.c.memory_id.in_(chunk),
+                        provider_memory.c.deleted_at.is_(None),
                     )
                     .values(values)
                 )
@@ -141,12 +141,12 @@ class ProviderLedger:
         """Mark every memory of a user the provider forgot."""
         async with self._engine.begin() as conn:
             await conn.execute(
-                update(t)
+                update(provider_memory)
                 .where(
-                    t.c.tenant_id == tenant_id,
-                    t.c.provider == provider,
-                    t.c.user_id == user_id,
-                    t.c.deleted_at.is_(None),
+                    provider_memory.c.tenant_id == tenant_id,
+                    provider_memory.c.provider == provider,
+                    provider_memory.c.user_id == user_id,
+                    provider_memory.c.deleted_at.is_(None),
                 )
                 .values(deleted_at=datetime.now(UTC).replace(tzinfo=None))
             )

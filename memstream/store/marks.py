@@ -17,7 +17,7 @@ from sqlalchemy import Executable, Integer, delete, literal_column, select
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.store.schema import processed_mark as t
+from memstream.store.schema import processed_mark
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +49,11 @@ class MarkStore:
         found: set[str] = set()
         async with self._engine.connect() as conn:
             for start in range(0, len(wanted), 500):
-                query = select(t.c.mark).where(
-                    t.c.tenant_id == tenant_id,
-                    t.c.conversation_id == conversation_id,
-                    t.c.mark.in_(wanted[start : start + 500]),
-                    t.c.expires_at > _now(),
+                query = select(processed_mark.c.mark).where(
+                    processed_mark.c.tenant_id == tenant_id,
+                    processed_mark.c.conversation_id == conversation_id,
+                    processed_mark.c.mark.in_(wanted[start : start + 500]),
+                    processed_mark.c.expires_at > _now(),
                 )
                 found |= set((await conn.execute(query)).scalars())
         return found
@@ -73,13 +73,13 @@ class MarkStore:
         if rows:
             stmt: Executable
             if self._engine.dialect.name == "sqlite":
-                ins = sqlite.insert(t)
+                ins = sqlite.insert(processed_mark)
                 stmt = ins.on_conflict_do_update(
                     index_elements=["tenant_id", "conversation_id", "mark"],
                     set_={"expires_at": ins.excluded.expires_at},
                 )
             else:
-                mins = mysql.insert(t)
+                mins = mysql.insert(processed_mark)
                 stmt = mins.on_duplicate_key_update(expires_at=mins.inserted.expires_at)
             async with self._engine.begin() as conn:
                 await conn.execute(stmt, rows)
@@ -102,13 +102,15 @@ class MarkStore:
         statements; answers how many."""
         total = 0
         for _ in range(rounds):
-            expired = t.c.expires_at <= _now()
+            expired = processed_mark.c.expires_at <= _now()
             stmt: Executable
             if self._engine.dialect.name == "sqlite":
                 rowid = literal_column("rowid", Integer())
-                stmt = delete(t).where(rowid.in_(select(rowid).where(expired).limit(chunk)))
+                stmt = delete(processed_mark).where(
+                    rowid.in_(select(rowid).where(expired).limit(chunk))
+                )
             else:
-                stmt = delete(t).where(expired).with_dialect_options(mysql_limit=chunk)
+                stmt = delete(processed_mark).where(expired).with_dialect_options(mysql_limit=chunk)
             async with self._engine.begin() as conn:
                 done = int((await conn.execute(stmt)).rowcount or 0)
             total += done

@@ -11,7 +11,7 @@ from sqlalchemy import Insert, delete, func, select, tuple_
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.store.schema import conversation_message as t
+from memstream.store.schema import conversation_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +54,12 @@ class MessageStore:
     def _idempotent_insert(dialect: str) -> Insert:
         # A duplicate (tenant_id, event_id) is a no-op, never an error: redelivery is normal.
         if dialect in ("mysql", "mariadb"):
-            stmt = mysql.insert(t)
+            stmt = mysql.insert(conversation_message)
             return stmt.on_duplicate_key_update(event_id=stmt.inserted.event_id)
         if dialect == "sqlite":
-            return sqlite.insert(t).on_conflict_do_nothing(index_elements=["tenant_id", "event_id"])
+            return sqlite.insert(conversation_message).on_conflict_do_nothing(
+                index_elements=["tenant_id", "event_id"]
+            )
         raise ValueError(f"unsupported database dialect {dialect!r}")
 
     async def insert_many(self, messages: Sequence[StoredMessage]) -> None:
@@ -75,7 +77,10 @@ class MessageStore:
             return 0
         async with self._engine.begin() as conn:
             done = await conn.execute(
-                delete(t).where(t.c.tenant_id == tenant_id, t.c.event_id.in_(list(event_ids)))
+                delete(conversation_message).where(
+                    conversation_message.c.tenant_id == tenant_id,
+                    conversation_message.c.event_id.in_(list(event_ids)),
+                )
             )
         return int(done.rowcount or 0)
 
@@ -83,11 +88,11 @@ class MessageStore:
         self, tenant_id: str, conversation_id: str, user_id: str, last_id: int
     ) -> set[str]:
         """Event ids of the user's messages in the conversation stored by row ``last_id``."""
-        query = select(t.c.event_id).where(
-            t.c.tenant_id == tenant_id,
-            t.c.conversation_id == conversation_id,
-            t.c.user_id == user_id,
-            t.c.id <= last_id,
+        query = select(conversation_message.c.event_id).where(
+            conversation_message.c.tenant_id == tenant_id,
+            conversation_message.c.conversation_id == conversation_id,
+            conversation_message.c.user_id == user_id,
+            conversation_message.c.id <= last_id,
         )
         async with self._engine.connect() as conn:
             return set((await conn.execute(query)).scalars())
@@ -96,8 +101,11 @@ class MessageStore:
         """The newest ``limit`` messages of a conversation, oldest first."""
         query = (
             select(*_COLUMNS)
-            .where(t.c.tenant_id == tenant_id, t.c.conversation_id == conversation_id)
-            .order_by(t.c.created_at.desc(), t.c.id.desc())
+            .where(
+                conversation_message.c.tenant_id == tenant_id,
+                conversation_message.c.conversation_id == conversation_id,
+            )
+            .order_by(conversation_message.c.created_at.desc(), conversation_message.c.id.desc())
             .limit(limit)
         )
         async with self._engine.connect() as conn:
@@ -115,14 +123,24 @@ class MessageStore:
             rank = (
                 func.row_number()
                 .over(
-                    partition_by=(t.c.tenant_id, t.c.conversation_id),
-                    order_by=(t.c.created_at.desc(), t.c.id.desc()),
+                    partition_by=(
+                        conversation_message.c.tenant_id,
+                        conversation_message.c.conversation_id,
+                    ),
+                    order_by=(
+                        conversation_message.c.created_at.desc(),
+                        conversation_message.c.id.desc(),
+                    ),
                 )
                 .label("rank")
             )
             ranked = (
-                select(*_COLUMNS, t.c.id, rank)
-                .where(tuple_(t.c.tenant_id, t.c.conversation_id).in_(chunk))
+                select(*_COLUMNS, conversation_message.c.id, rank)
+                .where(
+                    tuple_(
+                        conversation_message.c.tenant_id, conversation_message.c.conversation_id
+                    ).in_(chunk)
+                )
                 .subquery()
             )
             query = (
@@ -138,12 +156,16 @@ class MessageStore:
 
     async def count(self, tenant_id: str, conversation_id: str | None = None) -> int:
         """How many messages a tenant (or one of its conversations) has stored."""
-        query = select(func.count()).select_from(t).where(t.c.tenant_id == tenant_id)
+        query = (
+            select(func.count())
+            .select_from(conversation_message)
+            .where(conversation_message.c.tenant_id == tenant_id)
+        )
         if conversation_id is not None:
-            query = query.where(t.c.conversation_id == conversation_id)
+            query = query.where(conversation_message.c.conversation_id == conversation_id)
         async with self._engine.connect() as conn:
             return int((await conn.execute(query)).scalar_one())
 
 
 _FIELDS = tuple(StoredMessage.__dataclass_fields__)
-_COLUMNS = [getattr(t.c, name) for name in _FIELDS]
+_COLUMNS = [getattr(conversation_message.c, name) for name in _FIELDS]

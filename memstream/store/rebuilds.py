@@ -18,7 +18,7 @@ from sqlalchemy import BigInteger, Executable, and_, delete, literal_column, or_
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.store.schema import cache_rebuild as t
+from memstream.store.schema import cache_rebuild
 
 Conversation = tuple[str, str]  # (tenant id, conversation id)
 Mark = tuple[str, str, int]  # (tenant id, conversation id, version)
@@ -40,16 +40,16 @@ class CacheRebuilds:
         if not rows:
             return
         # A literal, not a parameter: aiomysql's executemany cannot take one in the update part.
-        bumped = t.c.version + literal_column("1", BigInteger())
+        bumped = cache_rebuild.c.version + literal_column("1", BigInteger())
         stmt: Executable
         if self._engine.dialect.name == "sqlite":
-            ins = sqlite.insert(t)
+            ins = sqlite.insert(cache_rebuild)
             stmt = ins.on_conflict_do_update(
                 index_elements=["tenant_id", "conversation_id"],
                 set_={"version": bumped, "marked_at": ins.excluded.marked_at},
             )
         else:
-            mins = mysql.insert(t)
+            mins = mysql.insert(cache_rebuild)
             stmt = mins.on_duplicate_key_update(version=bumped, marked_at=mins.inserted.marked_at)
         async with self._engine.begin() as conn:
             await conn.execute(stmt, rows)
@@ -57,8 +57,10 @@ class CacheRebuilds:
     async def marked(self, limit: int = 500) -> list[Mark]:
         """Up to ``limit`` marks, oldest first."""
         query = (
-            select(t.c.tenant_id, t.c.conversation_id, t.c.version)
-            .order_by(t.c.marked_at)
+            select(
+                cache_rebuild.c.tenant_id, cache_rebuild.c.conversation_id, cache_rebuild.c.version
+            )
+            .order_by(cache_rebuild.c.marked_at)
             .limit(limit)
         )
         async with self._engine.connect() as conn:
@@ -70,8 +72,12 @@ class CacheRebuilds:
         if not marks:
             return
         matches = [
-            and_(t.c.tenant_id == tenant, t.c.conversation_id == conv, t.c.version == version)
+            and_(
+                cache_rebuild.c.tenant_id == tenant,
+                cache_rebuild.c.conversation_id == conv,
+                cache_rebuild.c.version == version,
+            )
             for tenant, conv, version in marks
         ]
         async with self._engine.begin() as conn:
-            await conn.execute(delete(t).where(or_(*matches)))
+            await conn.execute(delete(cache_rebuild).where(or_(*matches)))

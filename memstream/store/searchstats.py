@@ -24,7 +24,7 @@ from sqlalchemy import Insert
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.store.schema import search_stat as t
+from memstream.store.schema import search_stat
 
 log = logging.getLogger(__name__)
 
@@ -115,13 +115,15 @@ class SearchStats:
 
     def _upsert(self) -> Insert:
         if self._engine.dialect.name == "sqlite":
-            lite = sqlite.insert(t)
+            lite = sqlite.insert(search_stat)
             return lite.on_conflict_do_update(
-                index_elements=[t.c.tenant_id, t.c.bucket_start],
-                set_={name: t.c[name] + lite.excluded[name] for name in _ADDED},
+                index_elements=[search_stat.c.tenant_id, search_stat.c.bucket_start],
+                set_={name: search_stat.c[name] + lite.excluded[name] for name in _ADDED},
             )
-        my = mysql.insert(t)
-        return my.on_duplicate_key_update({name: t.c[name] + my.inserted[name] for name in _ADDED})
+        my = mysql.insert(search_stat)
+        return my.on_duplicate_key_update(
+            {name: search_stat.c[name] + my.inserted[name] for name in _ADDED}
+        )
 
     async def flush(self) -> int:
         """Write the pending aggregates (one statement); answers the rows written. On failure

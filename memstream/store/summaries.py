@@ -11,8 +11,7 @@ from sqlalchemy import Executable, and_, bindparam, delete, func, or_, select, t
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.store.schema import conversation_message as m
-from memstream.store.schema import conversation_summary as t
+from memstream.store.schema import conversation_message, conversation_summary
 
 ConversationKey = tuple[str, str]
 CHUNK = 200  # conversations per query
@@ -49,8 +48,9 @@ class Covering:
 
 
 # Built once (the load path reads a summary on every cache miss): no per-call construction.
-_GET = select(t.c.summary, t.c.token_count).where(
-    t.c.tenant_id == bindparam("tenant_id"), t.c.conversation_id == bindparam("conversation_id")
+_GET = select(conversation_summary.c.summary, conversation_summary.c.token_count).where(
+    conversation_summary.c.tenant_id == bindparam("tenant_id"),
+    conversation_summary.c.conversation_id == bindparam("conversation_id"),
 )
 
 
@@ -71,18 +71,30 @@ class SummaryStore:
         out: dict[ConversationKey, int] = {}
         for start in range(0, len(conversations), CHUNK):
             chunk = list(conversations[start : start + CHUNK])
-            joined = m.outerjoin(
-                t, and_(t.c.tenant_id == m.c.tenant_id, t.c.conversation_id == m.c.conversation_id)
+            joined = conversation_message.outerjoin(
+                conversation_summary,
+                and_(
+                    conversation_summary.c.tenant_id == conversation_message.c.tenant_id,
+                    conversation_summary.c.conversation_id
+                    == conversation_message.c.conversation_id,
+                ),
             )
             query = (
-                select(m.c.tenant_id, m.c.conversation_id, func.count())
+                select(
+                    conversation_message.c.tenant_id,
+                    conversation_message.c.conversation_id,
+                    func.count(),
+                )
                 .select_from(joined)
                 .where(
-                    tuple_(m.c.tenant_id, m.c.conversation_id).in_(chunk),
-                    m.c.message_type == "chat",
-                    m.c.id > func.coalesce(t.c.last_message_id, 0),
+                    tuple_(
+                        conversation_message.c.tenant_id, conversation_message.c.conversation_id
+                    ).in_(chunk),
+                    conversation_message.c.message_type == "chat",
+                    conversation_message.c.id
+                    > func.coalesce(conversation_summary.c.last_message_id, 0),
                 )
-                .group_by(m.c.tenant_id, m.c.conversation_id)
+                .group_by(conversation_message.c.tenant_id, conversation_message.c.conversation_id)
             )
             async with self._engine.connect() as conn:
                 for tenant_id, conversation_id, count in (await conn.execute(query)).all():
@@ -108,33 +120,51 @@ class SummaryStore:
                     (r.tenant_id, r.conversation_id): r
                     for r in await conn.execute(
                         select(
-                            t.c.tenant_id,
-                            t.c.conversation_id,
-                            t.c.summary,
-                            t.c.token_count,
-                            t.c.sentences,
-                            t.c.covered_messages,
-                            t.c.last_message_id,
-                        ).where(tuple_(t.c.tenant_id, t.c.conversation_id).in_(chunk))
+                            conversation_summary.c.tenant_id,
+                            conversation_summary.c.conversation_id,
+                            conversation_summary.c.summary,
+                            conversation_summary.c.token_count,
+                            conversation_summary.c.sentences,
+                            conversation_summary.c.covered_messages,
+                            conversation_summary.c.last_message_id,
+                        ).where(
+                            tuple_(
+                                conversation_summary.c.tenant_id,
+                                conversation_summary.c.conversation_id,
+                            ).in_(chunk)
+                        )
                     )
                 }
                 after = {key: (row.last_message_id or 0) for key, row in previous.items()}
                 ranges = [
                     and_(
-                        m.c.tenant_id == tenant_id,
-                        m.c.conversation_id == conversation_id,
-                        m.c.message_type == "chat",
-                        m.c.id > after.get((tenant_id, conversation_id), 0),
+                        conversation_message.c.tenant_id == tenant_id,
+                        conversation_message.c.conversation_id == conversation_id,
+                        conversation_message.c.message_type == "chat",
+                        conversation_message.c.id > after.get((tenant_id, conversation_id), 0),
                     )
                     for tenant_id, conversation_id in chunk
                 ]
                 rank = (
                     func.row_number()
-                    .over(partition_by=(m.c.tenant_id, m.c.conversation_id), order_by=m.c.id)
+                    .over(
+                        partition_by=(
+                            conversation_message.c.tenant_id,
+                            conversation_message.c.conversation_id,
+                        ),
+                        order_by=conversation_message.c.id,
+                    )
                     .label("rank")
                 )
                 ranked = (
-                    select(m.c.tenant_id, m.c.conversation_id, m.c.id, m.c.role, m.c.content, rank)
+                    select(
+                        conversation_message.c.tenant_id,
+                        conversation_message.c.conversation_id,
+                        conversation_message.c.id,
+                        conversation_message.c.role,
+                        conversation_message.c.content,
+                        rank,
+                    )
                     .where(or_(*ranges))
                     .subquery()
                 )
@@ -192,13 +222,13 @@ class SummaryStore:
         updated = (*changed, "updated_at")
         stmt: Executable
         if self._engine.dialect.name == "sqlite":
-            lite = sqlite.insert(t).values(rows)
+            lite = sqlite.insert(conversation_summary).values(rows)
             stmt = lite.on_conflict_do_update(
                 index_elements=["tenant_id", "conversation_id"],
                 set_={name: lite.excluded[name] for name in updated},
             )
         else:
-            mine = mysql.insert(t).values(rows)
+            mine = mysql.insert(conversation_summary).values(rows)
             stmt = mine.on_duplicate_key_update({name: mine.inserted[name] for name in updated})
         async with self._engine.begin() as conn:
             await conn.execute(stmt)
@@ -210,7 +240,9 @@ class SummaryStore:
         for start in range(0, len(keys), CHUNK):
             async with self._engine.begin() as conn:
                 await conn.execute(
-                    delete(t).where(
-                        tuple_(t.c.tenant_id, t.c.conversation_id).in_(keys[start : start + CHUNK])
+                    delete(conversation_summary).where(
+                        tuple_(
+                            conversation_summary.c.tenant_id, conversation_summary.c.conversation_id
+                        ).in_(keys[start : start + CHUNK])
                     )
                 )

@@ -43,9 +43,7 @@ from memstream.retrieval import (
     impact,
 )
 from memstream.store.database import force_index, in_lists
-from memstream.store.schema import TERM_CHARS
-from memstream.store.schema import long_term_memory as t
-from memstream.store.schema import memory_term as p
+from memstream.store.schema import TERM_CHARS, long_term_memory, memory_term
 from memstream.text.terms import phrases
 
 WORD, PHRASE = 0, 1
@@ -88,8 +86,8 @@ def rows_of(
 def _insert_ignore(dialect: str) -> Insert:
     # A memory indexed twice (the backfill racing a writer) keeps the same rows.
     if dialect == "sqlite":
-        return sqlite.insert(p).on_conflict_do_nothing()
-    stmt = mysql.insert(p)
+        return sqlite.insert(memory_term).on_conflict_do_nothing()
+    stmt = mysql.insert(memory_term)
     return stmt.on_duplicate_key_update(
         tf=stmt.inserted.tf, cube_id=stmt.inserted.cube_id, impact=stmt.inserted.impact
     )
@@ -104,7 +102,11 @@ async def remove(conn: AsyncConnection, tenant_id: str, memory_ids: Sequence[str
     """Drop the postings of deleted memories (in the deleting transaction)."""
     for start in range(0, len(memory_ids), 500):
         chunk = memory_ids[start : start + 500]
-        await conn.execute(delete(p).where(p.c.tenant_id == tenant_id, p.c.memory_id.in_(chunk)))
+        await conn.execute(
+            delete(memory_term).where(
+                memory_term.c.tenant_id == tenant_id, memory_term.c.memory_id.in_(chunk)
+            )
+        )
 
 
 @dataclass(slots=True)
@@ -179,51 +181,51 @@ def _live_count() -> ScalarSelect[Any]:
     """The user's live memory count (N of the idf), for ``tenant_id`` and ``user_id``."""
     count = (
         select(func.count())
-        .select_from(t)
+        .select_from(long_term_memory)
         .where(
-            t.c.tenant_id == bindparam("tenant_id"),
-            t.c.user_id == bindparam("user_id"),
-            t.c.deleted_at.is_(None),
+            long_term_memory.c.tenant_id == bindparam("tenant_id"),
+            long_term_memory.c.user_id == bindparam("user_id"),
+            long_term_memory.c.deleted_at.is_(None),
         )
     )
-    return force_index(count, t, "ix_memory_scope").scalar_subquery()
+    return force_index(count, long_term_memory, "ix_memory_scope").scalar_subquery()
 
 
 # The postings of the terms ``terms`` of the user's live, indexed memories.
 _SCOPE = (
-    p.c.tenant_id == bindparam("tenant_id"),
-    p.c.user_id == bindparam("user_id"),
-    p.c.term.in_(bindparam("terms", expanding=True)),
-    t.c.tenant_id == bindparam("tenant_id"),
-    t.c.deleted_at.is_(None),
-    t.c.term_count.is_not(None),
+    memory_term.c.tenant_id == bindparam("tenant_id"),
+    memory_term.c.user_id == bindparam("user_id"),
+    memory_term.c.term.in_(bindparam("terms", expanding=True)),
+    long_term_memory.c.tenant_id == bindparam("tenant_id"),
+    long_term_memory.c.deleted_at.is_(None),
+    long_term_memory.c.term_count.is_not(None),
 )
-_JOINED = p.join(t, t.c.id == p.c.memory_id)
+_JOINED = memory_term.join(long_term_memory, long_term_memory.c.id == memory_term.c.memory_id)
 
 # One row per term, its postings joined in one string: the driver decodes a thousand rows in
 # milliseconds, one string in well under one (a common word posts thousands). Built once with
 # bound parameters: constructing the statement and its cache key cost more CPU per search
 # than the driver's work (the compiled form is the engine's, cached by that key).
 _POSTING = (
-    p.c.memory_id
+    memory_term.c.memory_id
     + _FIELD
-    + cast(p.c.tf, String)
+    + cast(memory_term.c.tf, String)
     + _FIELD
-    + cast(t.c.term_count, String)
+    + cast(long_term_memory.c.term_count, String)
     + _FIELD
-    + t.c.cube_id
+    + long_term_memory.c.cube_id
 )
 
 
 def _by_keys(stmt: Select[Any]) -> Select[Any]:
     """The postings by their primary key, each joined to its memory by the memory's."""
-    return force_index(force_index(stmt, p, "PRIMARY"), t, "PRIMARY")
+    return force_index(force_index(stmt, memory_term, "PRIMARY"), long_term_memory, "PRIMARY")
 
 
 _POSTINGS = _by_keys(
     select(
-        p.c.term,
-        p.c.field,
+        memory_term.c.term,
+        memory_term.c.field,
         func.count(),
         case(
             (func.count() <= bindparam("budget"), func.aggregate_strings(_POSTING, _RECORD)),
@@ -233,10 +235,18 @@ _POSTINGS = _by_keys(
     )
     .select_from(_JOINED)
     .where(*_SCOPE)
-    .group_by(p.c.term, p.c.field)
+    .group_by(memory_term.c.term, memory_term.c.field)
 )
 _POSTING_ROWS = _by_keys(
-    select(p.c.memory_id, p.c.term, p.c.field, p.c.tf, t.c.term_count, t.c.cube_id, _live_count())
+    select(
+        memory_term.c.memory_id,
+        memory_term.c.term,
+        memory_term.c.field,
+        memory_term.c.tf,
+        long_term_memory.c.term_count,
+        long_term_memory.c.cube_id,
+        _live_count(),
+    )
     .select_from(_JOINED)
     .where(*_SCOPE)
 )
@@ -308,22 +318,24 @@ def _ranking(levels: int) -> Select[Any]:
     pool's live rows, with their columns. Each step reads the one before it once (a derived
     table read twice is computed twice). Built once per count of repeat lists (a query
     repeating a term is rare): the engine caches its compiled form."""
-    term_key = (p.c.term, p.c.field)
+    term_key = (memory_term.c.term, memory_term.c.field)
     hits = force_index(
         select(
-            p.c.term,
-            p.c.field,
-            p.c.memory_id,
-            p.c.cube_id,
-            p.c.impact,
+            memory_term.c.term,
+            memory_term.c.field,
+            memory_term.c.memory_id,
+            memory_term.c.cube_id,
+            memory_term.c.impact,
             func.count().over(partition_by=term_key).label("df"),
-            func.row_number().over(partition_by=term_key, order_by=p.c.memory_id).label("nth"),
+            func.row_number()
+            .over(partition_by=term_key, order_by=memory_term.c.memory_id)
+            .label("nth"),
         ).where(
-            p.c.tenant_id == bindparam("tenant_id"),
-            p.c.user_id == bindparam("user_id"),
-            p.c.term.in_(bindparam("terms", expanding=True)),
+            memory_term.c.tenant_id == bindparam("tenant_id"),
+            memory_term.c.user_id == bindparam("user_id"),
+            memory_term.c.term.in_(bindparam("terms", expanding=True)),
         ),
-        p,
+        memory_term,
         "PRIMARY",
     ).subquery("hits")
     n_docs = _live_count()
@@ -370,13 +382,13 @@ def _ranking(levels: int) -> Select[Any]:
     )
     return force_index(
         select(*sql.COLUMNS, ranked.c.relevance)
-        .select_from(ranked.join(t, t.c.id == ranked.c.memory_id))
+        .select_from(ranked.join(long_term_memory, long_term_memory.c.id == ranked.c.memory_id))
         .where(
             ranked.c.place <= bindparam("pool"),
-            t.c.tenant_id == bindparam("tenant_id"),
-            t.c.deleted_at.is_(None),
+            long_term_memory.c.tenant_id == bindparam("tenant_id"),
+            long_term_memory.c.deleted_at.is_(None),
         ),
-        t,
+        long_term_memory,
         "PRIMARY",
     )
 
@@ -438,12 +450,18 @@ class TermBackfill:
         statements a tick, not two a memory: the postings in multi-row inserts, the lengths
         in one update."""
         query = (
-            select(t.c.id, t.c.tenant_id, t.c.user_id, t.c.cube_id, t.c.content)
-            .where(t.c.term_count.is_(None), t.c.deleted_at.is_(None))
+            select(
+                long_term_memory.c.id,
+                long_term_memory.c.tenant_id,
+                long_term_memory.c.user_id,
+                long_term_memory.c.cube_id,
+                long_term_memory.c.content,
+            )
+            .where(long_term_memory.c.term_count.is_(None), long_term_memory.c.deleted_at.is_(None))
             .limit(self.per_tick)
         )
         if self.tenant_id is not None:
-            query = query.where(t.c.tenant_id == self.tenant_id)
+            query = query.where(long_term_memory.c.tenant_id == self.tenant_id)
         async with self._engine.connect() as conn:
             pending = (await conn.execute(query)).all()
         if not pending:
@@ -459,9 +477,11 @@ class TermBackfill:
             # A row deleted or indexed meanwhile keeps what it has.
             for ids in in_lists(sorted(lengths)):
                 await conn.execute(
-                    update(t)
-                    .where(t.c.id.in_(ids), t.c.term_count.is_(None))
-                    .values(term_count=case({i: lengths[i] for i in ids}, value=t.c.id))
+                    update(long_term_memory)
+                    .where(long_term_memory.c.id.in_(ids), long_term_memory.c.term_count.is_(None))
+                    .values(
+                        term_count=case({i: lengths[i] for i in ids}, value=long_term_memory.c.id)
+                    )
                 )
         INDEXED.inc(len(pending))
         return len(pending)

@@ -22,8 +22,7 @@ from memstream.memory import (
 )
 from memstream.providers.identity import content_hash
 from memstream.store.database import force_index, in_lists
-from memstream.store.schema import long_term_memory as t
-from memstream.store.schema import memory_embedding as e
+from memstream.store.schema import long_term_memory, memory_embedding
 from memstream.text.normalise import fold_spaces_and_case
 
 MEMORY_KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
@@ -35,18 +34,18 @@ Fingerprint = tuple[int, int, int]
 ContentKey = tuple[str, str, str, str]
 
 COLUMNS = (
-    t.c.id,
-    t.c.tenant_id,
-    t.c.user_id,
-    t.c.agent_id,
-    t.c.cube_id,
-    t.c.memory_type,
-    t.c.content,
-    t.c.importance,
-    t.c.source_event_ids,
-    t.c.created_at,
-    t.c.kind,
-    t.c.occurred_at,
+    long_term_memory.c.id,
+    long_term_memory.c.tenant_id,
+    long_term_memory.c.user_id,
+    long_term_memory.c.agent_id,
+    long_term_memory.c.cube_id,
+    long_term_memory.c.memory_type,
+    long_term_memory.c.content,
+    long_term_memory.c.importance,
+    long_term_memory.c.source_event_ids,
+    long_term_memory.c.created_at,
+    long_term_memory.c.kind,
+    long_term_memory.c.occurred_at,
 )
 
 
@@ -126,8 +125,8 @@ def insert_ignore(dialect: str) -> Insert:
     # A row whose (tenant_id, user_id, cube_id, content_hash) is already stored is left as
     # it is: the statement is a no-op for it, never an error.
     if dialect == "sqlite":
-        return sqlite.insert(t).on_conflict_do_nothing()
-    stmt = mysql.insert(t)
+        return sqlite.insert(long_term_memory).on_conflict_do_nothing()
+    stmt = mysql.insert(long_term_memory)
     return stmt.on_duplicate_key_update(content_hash=stmt.inserted.content_hash)
 
 
@@ -144,11 +143,13 @@ async def read_back(
     for (tenant, user, cube), digests in by_cube.items():
         for chunk in in_lists(digests):
             # Point lookups on the unique key.
-            query = select(*COLUMNS, t.c.content_hash, t.c.deleted_at).where(
-                t.c.tenant_id == tenant,
-                t.c.user_id == user,
-                t.c.cube_id == cube,
-                t.c.content_hash.in_(chunk),
+            query = select(
+                *COLUMNS, long_term_memory.c.content_hash, long_term_memory.c.deleted_at
+            ).where(
+                long_term_memory.c.tenant_id == tenant,
+                long_term_memory.c.user_id == user,
+                long_term_memory.c.cube_id == cube,
+                long_term_memory.c.content_hash.in_(chunk),
             )
             for row in (await conn.execute(query)).all():
                 key = (row.tenant_id, row.user_id, row.cube_id, row.content_hash)
@@ -162,18 +163,28 @@ async def read_back(
 async def free_key(conn: AsyncConnection, tenant_id: str, memory_id: str) -> None:
     """Tombstone a deleted row that still holds its content key."""
     await conn.execute(
-        update(t).where(t.c.tenant_id == tenant_id, t.c.id == memory_id).values(content_hash=t.c.id)
+        update(long_term_memory)
+        .where(long_term_memory.c.tenant_id == tenant_id, long_term_memory.c.id == memory_id)
+        .values(content_hash=long_term_memory.c.id)
     )
 
 
 def by_ids(tenant_id: str, ids: Sequence[str]) -> tuple[Any, ...]:
     """The live memories of ``tenant_id`` among ``ids``."""
-    return (t.c.tenant_id == tenant_id, t.c.id.in_(ids), t.c.deleted_at.is_(None))
+    return (
+        long_term_memory.c.tenant_id == tenant_id,
+        long_term_memory.c.id.in_(ids),
+        long_term_memory.c.deleted_at.is_(None),
+    )
 
 
 def of_user(tenant_id: str, user_id: str) -> tuple[Any, ...]:
     """The live memories of one user."""
-    return (t.c.tenant_id == tenant_id, t.c.user_id == user_id, t.c.deleted_at.is_(None))
+    return (
+        long_term_memory.c.tenant_id == tenant_id,
+        long_term_memory.c.user_id == user_id,
+        long_term_memory.c.deleted_at.is_(None),
+    )
 
 
 async def expire(conn: AsyncConnection, scope: tuple[Any, ...]) -> list[MemoryItem]:
@@ -184,7 +195,11 @@ async def expire(conn: AsyncConnection, scope: tuple[Any, ...]) -> list[MemoryIt
     items = [item_of(row) for row in (await conn.execute(query)).all()]
     if items:
         # The tombstone frees the content key (docs/design/builtin-store.md).
-        await conn.execute(update(t).where(*scope).values(deleted_at=now(), content_hash=t.c.id))
+        await conn.execute(
+            update(long_term_memory)
+            .where(*scope)
+            .values(deleted_at=now(), content_hash=long_term_memory.c.id)
+        )
     return items
 
 
@@ -193,9 +208,15 @@ async def erase(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) -> No
     stay (the ids are known, and never live again)."""
     if ids:
         await conn.execute(
-            update(t).where(t.c.tenant_id == tenant_id, t.c.id.in_(ids)).values(content="")
+            update(long_term_memory)
+            .where(long_term_memory.c.tenant_id == tenant_id, long_term_memory.c.id.in_(ids))
+            .values(content="")
         )
-        await conn.execute(delete(e).where(e.c.tenant_id == tenant_id, e.c.memory_id.in_(ids)))
+        await conn.execute(
+            delete(memory_embedding).where(
+                memory_embedding.c.tenant_id == tenant_id, memory_embedding.c.memory_id.in_(ids)
+            )
+        )
 
 
 # --- reads -------------------------------------------------------------------------------
@@ -207,12 +228,12 @@ async def list_live(
     query = (
         select(*COLUMNS)
         .where(
-            t.c.tenant_id == tenant_id,
-            t.c.user_id == user_id,
-            t.c.cube_id.in_(cubes),
-            t.c.deleted_at.is_(None),
+            long_term_memory.c.tenant_id == tenant_id,
+            long_term_memory.c.user_id == user_id,
+            long_term_memory.c.cube_id.in_(cubes),
+            long_term_memory.c.deleted_at.is_(None),
         )
-        .order_by(t.c.created_at.desc(), t.c.id)
+        .order_by(long_term_memory.c.created_at.desc(), long_term_memory.c.id)
     )
     return [item_of(row) for row in (await conn.execute(query)).all()]
 
@@ -220,11 +241,11 @@ async def list_live(
 # Built once, ``ids`` bound as a list: a search's last statement costs no construction.
 _LIVE_ITEMS = force_index(
     select(*COLUMNS).where(
-        t.c.tenant_id == bindparam("tenant_id"),
-        t.c.id.in_(bindparam("ids", expanding=True)),
-        t.c.deleted_at.is_(None),
+        long_term_memory.c.tenant_id == bindparam("tenant_id"),
+        long_term_memory.c.id.in_(bindparam("ids", expanding=True)),
+        long_term_memory.c.deleted_at.is_(None),
     ),
-    t,
+    long_term_memory,
     "PRIMARY",
 )
 
@@ -239,12 +260,12 @@ async def live_items(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) 
 
 
 _LIVE_IDS = force_index(
-    select(t.c.id).where(
-        t.c.tenant_id == bindparam("tenant_id"),
-        t.c.id.in_(bindparam("ids", expanding=True)),
-        t.c.deleted_at.is_(None),
+    select(long_term_memory.c.id).where(
+        long_term_memory.c.tenant_id == bindparam("tenant_id"),
+        long_term_memory.c.id.in_(bindparam("ids", expanding=True)),
+        long_term_memory.c.deleted_at.is_(None),
     ),
-    t,
+    long_term_memory,
     "PRIMARY",
 )
 
@@ -259,16 +280,22 @@ async def fingerprint(
     conn: AsyncConnection, tenant_id: str, user_id: str, model: str | None
 ) -> Fingerprint:
     """The user's memory counts and, with an embedding ``model``, the count of its vectors."""
-    columns: list[Any] = [func.count(), func.count(t.c.deleted_at)]
+    columns: list[Any] = [func.count(), func.count(long_term_memory.c.deleted_at)]
     if model is not None:
         # The vector count in the same statement: one round trip, one consistent view.
         columns.append(
             select(func.count())
-            .select_from(e)
-            .where(e.c.tenant_id == tenant_id, e.c.user_id == user_id, e.c.model == model)
+            .select_from(memory_embedding)
+            .where(
+                memory_embedding.c.tenant_id == tenant_id,
+                memory_embedding.c.user_id == user_id,
+                memory_embedding.c.model == model,
+            )
             .scalar_subquery()
         )
-    query = select(*columns).where(t.c.tenant_id == tenant_id, t.c.user_id == user_id)
+    query = select(*columns).where(
+        long_term_memory.c.tenant_id == tenant_id, long_term_memory.c.user_id == user_id
+    )
     row = (await conn.execute(query)).one()
     return int(row[0]), int(row[1]), int(row[2]) if len(row) > 2 else 0
 
@@ -291,16 +318,16 @@ async def changes(
         # setting lives as long as the pooled connection.
         await conn.exec_driver_sql("SET SESSION group_concat_max_len = 16777216")
         conn.info["memstream_group_concat"] = True
-    live_id = case((t.c.deleted_at.is_(None), t.c.id))
-    query = select(func.count(), func.count(t.c.deleted_at), func.group_concat(live_id)).where(
-        t.c.tenant_id == tenant_id, t.c.user_id == user_id
-    )
+    live_id = case((long_term_memory.c.deleted_at.is_(None), long_term_memory.c.id))
+    query = select(
+        func.count(), func.count(long_term_memory.c.deleted_at), func.group_concat(live_id)
+    ).where(long_term_memory.c.tenant_id == tenant_id, long_term_memory.c.user_id == user_id)
     total, deleted, joined = (await conn.execute(query)).one()
     counts = (int(total), int(deleted))
     live_ids = joined.split(",") if joined else []
     if len(set(live_ids)) != counts[0] - counts[1]:
         # An id with a comma in it, or a truncated list: read them one row each.
-        live_query = select(t.c.id).where(*of_user(tenant_id, user_id))
+        live_query = select(long_term_memory.c.id).where(*of_user(tenant_id, user_id))
         live_ids = [row.id for row in (await conn.execute(live_query)).all()]
     missing = [i for i in live_ids if held is None or i not in held]
     return counts, live_ids, await live_items(conn, tenant_id, missing)
