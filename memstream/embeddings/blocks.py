@@ -147,6 +147,15 @@ class Block:
     vectors: bytes
 
 
+def _of_user(tenant_id: str, user_id: str, model: str) -> tuple[Any, ...]:
+    """The blocks of one user's vectors of ``model``."""
+    return (
+        memory_vector_block.c.tenant_id == tenant_id,
+        memory_vector_block.c.user_id == user_id,
+        memory_vector_block.c.model == model,
+    )
+
+
 async def load(conn: AsyncConnection, tenant_id: str, user_id: str, model: str) -> list[Block]:
     """The user's blocks of ``model``: one range read on the primary key."""
     query = (
@@ -156,11 +165,7 @@ async def load(conn: AsyncConnection, tenant_id: str, user_id: str, model: str) 
             memory_vector_block.c.ids,
             memory_vector_block.c.vectors,
         )
-        .where(
-            memory_vector_block.c.tenant_id == tenant_id,
-            memory_vector_block.c.user_id == user_id,
-            memory_vector_block.c.model == model,
-        )
+        .where(*_of_user(tenant_id, user_id, model))
         .order_by(memory_vector_block.c.block)
     )
     return [
@@ -271,11 +276,7 @@ async def _append(
     found: Sequence[tuple[str, str, npt.NDArray[np.float32]]],
 ) -> int:
     """Append vectors to the user's last block of ``dims`` while it has room, then to new ones."""
-    scope = (
-        memory_vector_block.c.tenant_id == tenant_id,
-        memory_vector_block.c.user_id == user_id,
-        memory_vector_block.c.model == model,
-    )
+    scope = _of_user(tenant_id, user_id, model)
     newest = (
         select(memory_vector_block)
         .where(*scope)
@@ -375,11 +376,7 @@ async def unpack(conn: AsyncConnection, tenant_id: str, memory_ids: Sequence[str
             .values(block=DEAD)
         )
     for (user_id, model, number), gone in sorted(by_block.items()):
-        scope = (
-            memory_vector_block.c.tenant_id == tenant_id,
-            memory_vector_block.c.user_id == user_id,
-            memory_vector_block.c.model == model,
-        )
+        scope = _of_user(tenant_id, user_id, model)
         locked = (
             select(memory_vector_block)
             .where(*scope, memory_vector_block.c.block == number)
@@ -408,8 +405,6 @@ async def drop_user(conn: AsyncConnection, tenant_id: str, user_id: str) -> None
 async def count(conn: AsyncConnection, tenant_id: str, user_id: str, model: str) -> int:
     """Vectors in the user's blocks of ``model`` (tests, the benchmark)."""
     query = select(func.coalesce(func.sum(memory_vector_block.c.memories), 0)).where(
-        memory_vector_block.c.tenant_id == tenant_id,
-        memory_vector_block.c.user_id == user_id,
-        memory_vector_block.c.model == model,
+        *_of_user(tenant_id, user_id, model)
     )
     return int((await conn.execute(query)).scalar_one())
