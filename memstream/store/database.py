@@ -44,10 +44,8 @@ async def again_on_deadlock(transaction: Callable[[], Awaitable[T]]) -> T:
 IN_LIST = 500
 """Values per ``IN (...)`` list: a longer list is read or written in chunks of this many."""
 
-ValueT = TypeVar("ValueT")
 
-
-def in_lists(values: Sequence[ValueT]) -> Iterator[Sequence[ValueT]]:
+def in_lists(values: Sequence[T]) -> Iterator[Sequence[T]]:
     """``values`` in chunks of ``IN_LIST``, one ``IN (...)`` list each."""
     for start in range(0, len(values), IN_LIST):
         yield values[start : start + IN_LIST]

@@ -27,7 +27,6 @@ from sqlalchemy import (
     case,
     delete,
     func,
-    literal,
     or_,
     select,
     true,
@@ -37,6 +36,7 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.memory import USER_PROFILE, MemoryItem
+from memstream.providers.builtin.postings import query_tf, repeat_lists
 from memstream.retrieval import BACKGROUND_DOCS, document_terms, normalised
 from memstream.store.database import force_index
 from memstream.store.schema import TERM_CHARS
@@ -193,15 +193,6 @@ def _visible() -> Any:
     )
 
 
-def _qtf(term: Any, levels: int) -> Any:
-    """A word's count in the query: 1, plus 1 for each list ``repeat2``..``repeat<levels>``
-    holding it (the words the query repeats at least that often)."""
-    count: Any = literal(1)
-    for level in range(2, levels + 1):
-        count = count + case((term.in_(bindparam(f"repeat{level}", expanding=True)), 1), else_=0)
-    return count
-
-
 @cache
 def _ranking(levels: int) -> Select[Any]:
     """The one statement of a turn search: the user's visible turn count and average length
@@ -245,7 +236,7 @@ def _ranking(levels: int) -> Select[Any]:
     n_docs = stats.c.n_docs + (BACKGROUND_DOCS + 0.5)
     # As retrieval._idf (the Lucene form, the background documents added to N).
     idf = func.ln(1.0 + (n_docs - hits.c.df) / (hits.c.df + 0.5))
-    qtf = _qtf(hits.c.term, levels)
+    qtf = query_tf(hits.c.term, levels)
     average = case((stats.c.average < 1.0, 1.0), else_=stats.c.average)
     norm = K1 * (1.0 - B) + K1 * B * hits.c.term_count / average
     first = hits.c.nth == 1
@@ -290,13 +281,14 @@ def _ranking(levels: int) -> Select[Any]:
             messages.c.created_at,
             messages.c.agent_id,
         )
-        .add_columns(ranked.c.relevance, ranked.c.place)
+        .add_columns(ranked.c.relevance)
         .select_from(ranked.join(messages, messages.c.id == ranked.c.message_id))
         .where(
             ranked.c.place <= bindparam("top_k"),
             messages.c.tenant_id == bindparam("tenant_id"),
             messages.c.user_id == bindparam("user_id"),
-        ),
+        )
+        .order_by(ranked.c.place),
         messages,
         "PRIMARY",
     )
@@ -321,7 +313,7 @@ async def search_turns(
     wanted = sorted(term for term in counts if len(term) <= TERM_CHARS)
     if not wanted or top_k <= 0:
         return []
-    levels = max(counts[term] for term in wanted)
+    repeats = repeat_lists(counts, wanted)
     params: dict[str, Any] = {
         "tenant_id": tenant_id,
         "user_id": user_id,
@@ -330,10 +322,9 @@ async def search_turns(
         "word_count": len(terms),
         "budget": budget,
         "top_k": top_k + len(cited),  # enough to leave top_k once the cited are left out
+        **repeats,
     }
-    for level in range(2, levels + 1):
-        params[f"repeat{level}"] = [term for term in wanted if counts[term] >= level]
-    rows = sorted((await conn.execute(_ranking(levels), params)).all(), key=lambda r: r.place)
+    rows = (await conn.execute(_ranking(len(repeats) + 1), params)).all()
     # A message forgotten since it was indexed has no row and is never answered.
     query_words = frozenset(terms)
     return [

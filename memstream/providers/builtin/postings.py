@@ -299,9 +299,19 @@ class Ranked:
     relevance: float
 
 
-def _qtf(term: Any, levels: int) -> Any:
-    """A term's count in the query: 1, plus 1 for each list ``repeat2``..``repeat<levels>``
-    holding it (the terms the query repeats at least that often)."""
+def repeat_lists(counts: Counter[str], wanted: Sequence[str]) -> dict[str, list[str]]:
+    """The parameters ``query_tf`` reads: ``repeat<n>``, the terms of ``wanted`` the query
+    holds at least n times, for n from 2 to the most any term is repeated."""
+    levels = max(counts[term] for term in wanted)
+    return {
+        f"repeat{level}": [term for term in wanted if counts[term] >= level]
+        for level in range(2, levels + 1)
+    }
+
+
+def query_tf(term: Any, levels: int) -> Any:
+    """A term's count in the query, in SQL: 1, plus 1 for each list ``repeat2``..
+    ``repeat<levels>`` holding it (``repeat_lists``)."""
     count: Any = literal(1)
     for level in range(2, levels + 1):
         repeated = term.in_(bindparam(f"repeat{level}", expanding=True))
@@ -341,7 +351,7 @@ def _ranking(levels: int) -> Select[Any]:
     n_docs = _live_count()
     # As retrieval._idf: the Lucene form over the live memories plus the background ones.
     idf = func.ln(1.0 + (n_docs + (BACKGROUND_DOCS + 0.5) - hits.c.df) / (hits.c.df + 0.5))
-    qtf = _qtf(hits.c.term, levels)
+    qtf = query_tf(hits.c.term, levels)
     word, first = hits.c.field == WORD, hits.c.nth == 1
     # Every posting of a term through the last of its peers, rarest terms first: how many
     # postings scoring this term takes (``RANGE`` counts the peers of the current row).
@@ -414,7 +424,7 @@ async def ranked(
     wanted = sorted(term for term in counts if len(term) <= TERM_CHARS)
     if not any(" " not in term for term in wanted) or not cubes or pool <= 0:
         return []  # no word can match: pairs only add to a word's match
-    levels = max(counts[term] for term in wanted)
+    repeats = repeat_lists(counts, wanted)
     params: dict[str, Any] = {
         "tenant_id": tenant_id,
         "user_id": user_id,
@@ -424,10 +434,9 @@ async def ranked(
         "cubes": list(cubes),
         "floor": floor,
         "pool": pool,
+        **repeats,
     }
-    for level in range(2, levels + 1):
-        params[f"repeat{level}"] = [term for term in wanted if counts[term] >= level]
-    rows = (await conn.execute(_ranking(levels), params)).all()
+    rows = (await conn.execute(_ranking(len(repeats) + 1), params)).all()
     found = [Ranked(sql.item_of(row), float(row.relevance)) for row in rows]
     # As ``ranking.lexical_pools`` orders them: by (relevance, id), the greater first.
     found.sort(key=lambda r: (r.relevance, r.item.id), reverse=True)
