@@ -89,8 +89,6 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.router)
     tools = mcp.McpEndpoint(app, settings)
     app.router.routes.append(Route(mcp.PATH, tools, include_in_schema=False))
-    # Inside admission: the load path's common request, past FastAPI.
-    app.add_middleware(context.ContextDirect, state=app.state)
     # Inside the gate, which knows the key's tenant: the tenant's share, then a slot.
     app.add_middleware(
         Admission,
