@@ -72,6 +72,10 @@ API_CONNECTIONS_CUT = Counter(
     " by reason (header_timeout, body_timeout, headers_too_large, too_many_headers, idle).",
     ["reason"],
 )
+API_RUNNING_LIMIT = Gauge(
+    "memstream_api_running_limit",
+    "/v1 requests an API process runs at once now: fewer while its event loop is late.",
+)
 LOOP_LAG = Gauge(
     "memstream_api_loop_lag_seconds",
     "How late the API's event loop has woken up lately (the worst of the last second or two).",

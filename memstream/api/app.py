@@ -94,6 +94,8 @@ def create_app(settings: Settings) -> FastAPI:
         Admission,
         max_in_flight=settings.api_max_in_flight,
         queue_seconds=settings.api_queue_seconds,
+        min_in_flight=settings.api_min_in_flight,
+        loop_target_seconds=settings.api_loop_target_seconds,
         lag_seconds=settings.api_lag_seconds,
         tenants=Tenants(
             Policy(

@@ -8,6 +8,9 @@ import asyncio
 import contextlib
 import math
 import sys
+import time
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -30,6 +33,7 @@ STREAMING = "memstream.streaming"
 TICK_SECONDS = 0.05  # how often the watch wakes up: lag shorter than this goes unseen
 WINDOW_SECONDS = 1.0  # lag is remembered for one to two windows, so the answer does not flap
 RETRY_AFTER_SECONDS = 1
+BUSY = 0.75  # of a core: a process running this much is late by its own requests
 
 
 class LagMeter:
@@ -82,31 +86,103 @@ class LagMeter:
 
 
 class Slots:
-    """At most ``limit`` requests in flight; a request waits ``wait`` seconds for a slot at most."""
+    """Requests running at once, at most ``limit``; past it a request waits (``wait`` seconds at
+    most) and a freed slot goes to the waiting tenant with the fewest running, the earliest of
+    them first: one tenant's queue never stands before another tenant's request.
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
+    The limit follows the loop (``adapt``): each wake-up of the watch later than the target
+    takes a quarter off it (never under ``least``), each one on time while requests wait adds
+    one (never over ``most``). A CPU-bound process serves no more requests a second with 64
+    running than with a few, but each of them takes as long as all of them.
+    """
+
+    def __init__(self, most: int, *, least: int | None = None) -> None:
+        self.most = most
+        self.least = max(1, min(most, least if least is not None else most))
+        self.limit = float(most)
         self.busy = 0
-        self._free = asyncio.Semaphore(limit)
+        self._running: dict[str, int] = {}
+        self._waiting: dict[str, deque[_Waiter]] = {}
+        self._arrivals = 0
 
-    async def take(self, wait: float) -> bool:
+    async def take(self, wait: float, tenant: str = OPEN) -> bool:
         """True with a slot taken (give it back with ``release``), False when none came."""
-        if not self._free.locked():
-            await self._free.acquire()  # a free slot, no waiter before it: taken at once
-        elif wait <= 0:
+        if self.busy < int(self.limit) and not self._waiting:
+            self._start(tenant)  # a free slot, no waiter before it: taken at once
+            return True
+        if wait <= 0:
             return False
-        else:
-            try:
-                async with asyncio.timeout(wait):
-                    await self._free.acquire()
-            except TimeoutError:
-                return False
-        self.busy += 1
-        return True
+        loop = asyncio.get_running_loop()
+        self._arrivals += 1
+        waiter = _Waiter(self._arrivals, loop.create_future())
+        self._waiting.setdefault(tenant, deque()).append(waiter)
+        waiter.timer = loop.call_later(wait, self._expire, tenant, waiter)
+        try:
+            return await waiter.future
+        except asyncio.CancelledError:  # the request's task is cancelled while it waits
+            if waiter.future.done() and not waiter.future.cancelled() and waiter.future.result():
+                self.release(tenant)
+            else:
+                self._drop(tenant, waiter)
+            raise
 
-    def release(self) -> None:
+    def release(self, tenant: str = OPEN) -> None:
         self.busy -= 1
-        self._free.release()
+        running = self._running[tenant] - 1
+        if running:
+            self._running[tenant] = running
+        else:
+            del self._running[tenant]
+        self._dispatch()
+
+    def adapt(self, late: float, busy: float, target: float) -> None:
+        """After a wake-up of the loop's watch ``late`` seconds late, the process having run
+        ``busy`` of the time since the last one: late while it had a core to itself is a queue
+        of its own making; late while it had not is the machine's, which fewer would not help."""
+        if late > target:
+            if busy >= BUSY:
+                self.limit = max(float(self.least), self.limit * 0.75)
+        elif self._waiting and self.limit < self.most:
+            self.limit = min(float(self.most), self.limit + 1)
+            self._dispatch()
+
+    def _start(self, tenant: str) -> None:
+        self.busy += 1
+        self._running[tenant] = self._running.get(tenant, 0) + 1
+
+    def _dispatch(self) -> None:
+        while self._waiting and self.busy < int(self.limit):
+            tenant = min(
+                self._waiting, key=lambda t: (self._running.get(t, 0), self._waiting[t][0].order)
+            )
+            waiter = self._waiting[tenant].popleft()
+            if not self._waiting[tenant]:
+                del self._waiting[tenant]
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+            self._start(tenant)
+            waiter.future.set_result(True)
+
+    def _expire(self, tenant: str, waiter: _Waiter) -> None:
+        if not waiter.future.done():
+            self._drop(tenant, waiter)
+            waiter.future.set_result(False)
+
+    def _drop(self, tenant: str, waiter: _Waiter) -> None:
+        if waiter.timer is not None:
+            waiter.timer.cancel()
+        queue = self._waiting.get(tenant)
+        if queue is not None and waiter in queue:
+            queue.remove(waiter)
+            if not queue:
+                del self._waiting[tenant]
+
+
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    order: int  # arrival: the earliest of a tenant's waiters is served first
+    future: asyncio.Future[bool]
+    timer: asyncio.TimerHandle | None = None
 
 
 class Admission:
@@ -121,12 +197,15 @@ class Admission:
         max_in_flight: int,
         queue_seconds: float,
         lag_seconds: float,
+        min_in_flight: int | None = None,
+        loop_target_seconds: float = math.inf,
         tenants: Tenants | None = None,
         max_body_bytes: int = 1024 * 1024,
         late_seconds: float = math.inf,
     ) -> None:
         self.app = app
-        self.slots = Slots(max_in_flight)
+        self.slots = Slots(max_in_flight, least=min_in_flight)
+        self.loop_target_seconds = loop_target_seconds
         self.queue_seconds = queue_seconds
         self.lag_seconds = lag_seconds
         self.meter = LagMeter()
@@ -184,7 +263,7 @@ class Admission:
         try:
             metrics.TENANT_IN_FLIGHT.labels(label).set(self.tenants.in_flight(tenant))
             scope[LAGGING] = shed
-            if not await self.slots.take(self.queue_seconds):
+            if not await self.slots.take(self.queue_seconds, tenant):
                 metrics.OVERLOAD.labels("refused", "in_flight").inc()
                 await self._refuse(send, tenant, _NO_SLOT)
                 return
@@ -196,14 +275,14 @@ class Admission:
                 nonlocal held
                 if held and message["type"] == "http.response.start" and scope.get(STREAMING):
                     held = False
-                    self.slots.release()
+                    self.slots.release(tenant)
                 await send(message)
 
             try:
                 await self.app(scope, receive, started)
             finally:
                 if held:
-                    self.slots.release()
+                    self.slots.release(tenant)
         finally:
             self.tenants.leave(tenant)
             metrics.TENANT_IN_FLIGHT.labels(label).set(self.tenants.in_flight(tenant))
@@ -233,11 +312,16 @@ class Admission:
 
     async def _watch(self) -> None:
         loop = asyncio.get_running_loop()
+        then, cpu = loop.time(), time.process_time()
         while True:
             self.meter.expect(loop.time() + TICK_SECONDS)
             await asyncio.sleep(TICK_SECONDS)
-            now = loop.time()
+            now, used = loop.time(), time.process_time()
+            busy = (used - cpu) / max(now - then, 1e-6)
+            self.slots.adapt(self.meter.overdue(now), busy, self.loop_target_seconds)
+            then, cpu = now, used
             self.meter.woke(now)
+            metrics.API_RUNNING_LIMIT.set(int(self.slots.limit))
             metrics.LOOP_LAG.set(self.meter.lag(now))
 
     def _announced(self, scope: Scope) -> int:

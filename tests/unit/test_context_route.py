@@ -54,9 +54,7 @@ class Scoped:
         await self.app({**scope, **self.extra}, receive, send)
 
 
-def client(
-    keys: dict[str, str] | None = None, **scope: Any
-) -> tuple[TestClient, LoadPath]:
+def client(keys: dict[str, str] | None = None, **scope: Any) -> tuple[TestClient, LoadPath]:
     app = FastAPI()
     loadpath = LoadPath()
     keys = keys or {}

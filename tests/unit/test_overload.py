@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -66,6 +67,72 @@ async def test_a_slot_given_back_within_the_wait_is_taken() -> None:
     assert not waiting.done()
     slots.release()
     assert await waiting and slots.busy == 1
+
+
+async def test_a_freed_slot_goes_to_the_waiting_tenant_with_the_fewest_running() -> None:
+    slots = Slots(2)
+    assert await slots.take(0, "loud") and await slots.take(0, "loud")
+    loud = [asyncio.create_task(slots.take(30, "loud")) for _ in range(3)]
+    await asyncio.sleep(0)
+    quiet = asyncio.create_task(slots.take(30, "quiet"))  # after the loud tenant's queue
+    await asyncio.sleep(0)
+    slots.release("loud")
+    await asyncio.sleep(0)
+    assert quiet.done() and await quiet and not any(t.done() for t in loud)
+    slots.release("loud")
+    await asyncio.sleep(0)
+    assert [t.done() for t in loud] == [True, False, False]  # then the loud, in order
+    slots.release("quiet")
+    slots.release("loud")
+    assert all(await asyncio.gather(*loud)) and slots.busy == 2
+
+
+async def test_a_wait_that_runs_out_leaves_the_queue() -> None:
+    slots = Slots(1)
+    assert await slots.take(0, "a")
+    assert not await slots.take(0.01, "b")
+    slots.release("a")
+    assert slots.busy == 0 and await slots.take(0, "c")
+
+
+async def test_a_cancelled_waiter_leaves_the_queue_and_a_given_slot_goes_back() -> None:
+    slots = Slots(1)
+    assert await slots.take(0, "a")
+    waiting = asyncio.create_task(slots.take(30, "b"))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    slots.release("a")
+    assert slots.busy == 0
+    # Given the slot and cancelled before it ran: the slot comes back.
+    assert await slots.take(0, "a")
+    given = asyncio.create_task(slots.take(30, "b"))
+    await asyncio.sleep(0)
+    slots.release("a")  # hands the slot to the waiter
+    given.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await given
+    assert slots.busy == 0
+
+
+async def test_a_late_busy_loop_runs_fewer_and_one_on_time_with_a_queue_more() -> None:
+    slots = Slots(16, least=4)
+    slots.adapt(late=0.1, busy=0.95, target=0.025)
+    assert slots.limit == 12
+    slots.adapt(late=0.1, busy=0.3, target=0.025)  # late, but the machine's doing: held
+    assert slots.limit == 12
+    for _ in range(10):
+        slots.adapt(late=0.1, busy=1.0, target=0.025)
+    assert slots.limit == 4
+    slots.adapt(late=0.0, busy=1.0, target=0.025)  # on time, nobody waiting: held
+    assert slots.limit == 4
+    for _ in range(4):
+        assert await slots.take(0, "t")
+    waiting = asyncio.create_task(slots.take(30, "t"))
+    await asyncio.sleep(0)
+    slots.adapt(late=0.0, busy=1.0, target=0.025)
+    assert slots.limit == 5 and await waiting and slots.busy == 5
 
 
 def admitted(
