@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     # wakes later than loop_target_seconds, fewer run at once (down to min_in_flight).
     api_max_in_flight: int = Field(default=64, ge=1)
     api_min_in_flight: int = Field(default=4, ge=1)
-    api_loop_target_seconds: float = Field(default=0.025, gt=0)
+    api_loop_target_seconds: float = Field(default=0.005, gt=0)
     api_queue_seconds: float = Field(default=0.1, ge=0)
     api_lag_seconds: float = Field(default=0.1, gt=0)
     # Slow and large clients (memstream.api.server): a request's head must arrive within

@@ -91,9 +91,10 @@ class Slots:
     them first: one tenant's queue never stands before another tenant's request.
 
     The limit follows the loop (``adapt``): each wake-up of the watch later than the target
-    takes a quarter off it (never under ``least``), each one on time while requests wait adds
-    one (never over ``most``). A CPU-bound process serves no more requests a second with 64
-    running than with a few, but each of them takes as long as all of them.
+    cuts it below what is running, by more the later it is (never under ``least``); each one
+    on time while requests wait adds one (never over ``most``). A CPU-bound process serves no
+    more requests a second with 64 running than with a few, but each of them takes as long as
+    all of them.
     """
 
     def __init__(self, most: int, *, least: int | None = None) -> None:
@@ -140,8 +141,9 @@ class Slots:
         ``busy`` of the time since the last one: late while it had a core to itself is a queue
         of its own making; late while it had not is the machine's, which fewer would not help."""
         if late > target:
-            if busy >= BUSY:
-                self.limit = max(float(self.least), self.limit * 0.75)
+            if busy >= BUSY:  # the later, the fewer: at most half of them at once
+                cut = max(0.5, min(0.9, target / late))
+                self.limit = max(float(self.least), min(self.limit, self.busy) * cut)
         elif self._waiting and self.limit < self.most:
             self.limit = min(float(self.most), self.limit + 1)
             self._dispatch()

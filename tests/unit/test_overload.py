@@ -118,10 +118,17 @@ async def test_a_cancelled_waiter_leaves_the_queue_and_a_given_slot_goes_back() 
 
 async def test_a_late_busy_loop_runs_fewer_and_one_on_time_with_a_queue_more() -> None:
     slots = Slots(16, least=4)
-    slots.adapt(late=0.1, busy=0.95, target=0.025)
-    assert slots.limit == 12
+    for _ in range(10):
+        assert await slots.take(0, "t")
+    slots.adapt(late=0.1, busy=0.95, target=0.025)  # 4x late: halved, from what runs
+    assert slots.limit == 5
     slots.adapt(late=0.1, busy=0.3, target=0.025)  # late, but the machine's doing: held
-    assert slots.limit == 12
+    assert slots.limit == 5
+    slots.limit = 8
+    slots.adapt(late=0.03, busy=0.95, target=0.025)  # a little late: a little off
+    assert round(slots.limit, 2) == round(8 * 0.025 / 0.03, 2)
+    for _ in range(10):
+        slots.release("t")
     for _ in range(10):
         slots.adapt(late=0.1, busy=1.0, target=0.025)
     assert slots.limit == 4
