@@ -1,5 +1,5 @@
 """The turn index: postings of the stored chat turns, which the built-in store's search falls
-back to where memories cannot answer (memstream.providers.builtin.history). It runs on the
+back to where memories cannot answer (memstream.store.turns). It runs on the
 group's leader alone and reads what the history stage wrote, so ingest pays nothing for it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import logging
 from functools import cache
 
-from memstream.providers.builtin.history import HistoryIndex
+from memstream.store.turns import HistoryIndex
 from memstream.streams import shared
 from memstream.streams.app import app
 

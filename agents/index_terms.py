@@ -1,6 +1,6 @@
 """The term backfill: lexical postings for memories that reached ``long_term_memory`` without
 memstream's writers (an import by SQL, rows written before the postings existed), so they
-become searchable within seconds (memstream.providers.builtin.postings). It runs on the
+become searchable within seconds (memstream.store.postings). It runs on the
 group's leader alone, so workers never index the same memories twice."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import asyncio
 import logging
 from functools import cache
 
-from memstream.providers.builtin.postings import TermBackfill
+from memstream.store.postings import TermBackfill
 from memstream.streams import shared
 from memstream.streams.app import app
 

@@ -7,11 +7,11 @@ local embeddings endpoint (pseudo-random unit vectors; each query's vector is a 
 near one of the memories', so the query vector costs a local round trip, not a model).
 Each query is searched by a process that has never seen the user, in the same run:
 
-- lexical, postings: ``MySQLProvider.search`` without embeddings, the postings of the query's
+- lexical, postings: ``BuiltinProvider.search`` without embeddings, the postings of the query's
   terms and the user's live count in one statement, then the candidates' rows;
 - lexical, index build: what a cold search did before, every live memory of the user read
   and tokenized into a ``LexicalIndex`` (the per-user cache, cold), then the same ranking;
-- hybrid, blocks: ``MySQLProvider.search`` with embeddings: the postings, the user's packed
+- hybrid, blocks: ``BuiltinProvider.search`` with embeddings: the postings, the user's packed
   int8 vector blocks (one range read) and the query's vector at once, then the candidates'
   rows;
 - hybrid, index build: what a cold hybrid search did before, the index built as above and
@@ -38,11 +38,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.loadpath.data import fill, query_text, user_text
 from bench.support import isolated_settings
-from memstream.embeddings import rows as vector_rows
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube, readable_cubes
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.providers.builtin.index_cache import UserIndexCache
 from memstream.providers.builtin.ranking import (
     hybrid_candidates,
@@ -51,6 +50,7 @@ from memstream.providers.builtin.ranking import (
     pick_lexical,
 )
 from memstream.retrieval import MMR_LAMBDA, RELATIVITY, query_terms
+from memstream.store import embeddings as vector_rows
 from memstream.store.database import create_engine, migrate
 from memstream.store.schema import (
     long_term_memory,
@@ -127,7 +127,7 @@ async def index_build_hybrid(
         cubes,
         TOP_K,
     )
-    return pick_hybrid(found, items, entry.index.token_set, cubes, TOP_K, MySQLProvider(engine))
+    return pick_hybrid(found, items, entry.index.token_set, cubes, TOP_K, BuiltinProvider(engine))
 
 
 async def timed(search: Awaitable[list[MemoryItem]]) -> tuple[float, float, list[MemoryItem]]:
@@ -179,7 +179,7 @@ async def run(
     endpoint: str,
 ) -> None:
     started = time.perf_counter()
-    writer = MySQLProvider(engine)
+    writer = BuiltinProvider(engine)
     batch = memories(tenant, user, rng)
     for start in range(0, len(batch), 500):
         await writer.add(batch[start : start + 500])
@@ -209,13 +209,13 @@ async def run(
         return found
 
     for query in queries:
-        cold = MySQLProvider(engine)  # a process that never saw the user
+        cold = BuiltinProvider(engine)  # a process that never saw the user
         found = await measure("lexical, postings     ", cold.search(tenant, user, AGENT, query))
         expected = await measure(
             "lexical, index build  ", index_build_search(engine, tenant, user, query)
         )
         same_lexical += [(m.id, m.score) for m in found] == [(m.id, m.score) for m in expected]
-        hybrid = MySQLProvider(engine, embedder=EmbeddingClient(endpoint, MODEL))
+        hybrid = BuiltinProvider(engine, embedder=EmbeddingClient(endpoint, MODEL))
         await hybrid.embedder.embed_one("warm the client's connection")  # type: ignore[union-attr]
         found = await measure("hybrid, blocks        ", hybrid.search(tenant, user, AGENT, query))
         await hybrid.aclose()

@@ -1,7 +1,7 @@
 """LoCoMo retrieval: the built-in long-term store against plain BM25, LLM-free.
 
 Every turn of the LoCoMo dev split (shared/data/locomo, never copied into the repo) becomes
-one memory of its conversation's user, stored through ``MySQLProvider`` on a fresh SQLite
+one memory of its conversation's user, stored through ``BuiltinProvider`` on a fresh SQLite
 file: ``"<speaker>: <text>"`` plus the shared photo's caption, ``source_event_ids`` =
 (dia_id,). Each question of categories 1-4 is a search; recall@k is the share of its
 evidence dia_ids among the dia_ids of the top k items, averaged per category and overall.
@@ -49,13 +49,13 @@ from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.embedding_server import MODEL_NAME, running
-from memstream.embeddings import rows as vector_rows
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
 from memstream.memory import USER_PROFILE, NewMemory
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
+from memstream.store import embeddings as vector_rows
 from memstream.store.database import create_engine, migrate
 from memstream.store.schema import long_term_memory, memory_embedding
 from memstream.text.tokens import count_many
@@ -236,7 +236,7 @@ Results = dict[str, dict[str, Recall]]  # label -> sample id ("" for all) -> rec
 async def store_turns(engine: AsyncEngine, samples: list[Sample], tenant: str = TENANT) -> int:
     """Every turn as one memory of its conversation's user; answers the tokens stored."""
     stored_tokens = 0
-    writer = MySQLProvider(engine)
+    writer = BuiltinProvider(engine)
     for sample in samples:
         memories = [
             NewMemory(
@@ -272,8 +272,8 @@ async def evaluate(samples: list[Sample], embeddings: str | None) -> Results:
                 f"({stored_tokens:,} cl100k tokens) for {len(samples)} users"
             )
             providers = {
-                LEXICAL: MySQLProvider(engine),
-                LEXICAL_ALL: MySQLProvider(engine, relativity=0.0),
+                LEXICAL: BuiltinProvider(engine),
+                LEXICAL_ALL: BuiltinProvider(engine, relativity=0.0),
             }
             client: MemoClient | None = None
             if embeddings:
@@ -288,8 +288,8 @@ async def evaluate(samples: list[Sample], embeddings: str | None) -> Results:
                 if filled.error:
                     raise RuntimeError(f"the backfill failed: {filled.error}")
                 # A generous query timeout: this run measures quality, not an outage.
-                providers[HYBRID] = MySQLProvider(engine, embedder=client, query_timeout=60.0)
-                providers[HYBRID_ALL] = MySQLProvider(
+                providers[HYBRID] = BuiltinProvider(engine, embedder=client, query_timeout=60.0)
+                providers[HYBRID_ALL] = BuiltinProvider(
                     engine, embedder=client, query_timeout=60.0, relativity=0.0
                 )
             for sample in samples:
@@ -432,7 +432,7 @@ async def latency(samples: list[Sample], embeddings: str | None) -> None:
     tenant = f"{TENANT}-{uuid.uuid4().hex[:8]}"
     queries = [q.text for s in samples for q in s.questions]
     try:
-        provider = MySQLProvider(engine)
+        provider = BuiltinProvider(engine)
         memories = [
             NewMemory(tenant, "u1", None, USER_PROFILE, "text_mem", text, 5, (dia_id,))
             for text, dia_id in latency_texts(samples, LATENCY_MEMORIES)
@@ -440,7 +440,7 @@ async def latency(samples: list[Sample], embeddings: str | None) -> None:
         for start in range(0, len(memories), 250):
             await provider.add(memories[start : start + 250])
 
-        async def timed(searcher: MySQLProvider, query: str) -> float:
+        async def timed(searcher: BuiltinProvider, query: str) -> float:
             began = time.perf_counter()
             await searcher.search(tenant, "u1", None, query)
             return (time.perf_counter() - began) * 1000
@@ -464,7 +464,7 @@ async def latency(samples: list[Sample], embeddings: str | None) -> None:
             tasks.append(asyncio.create_task(one(query, due)))
         await asyncio.gather(*tasks)
         # Another process adds a memory, then the next search refreshes the cached index.
-        writer = MySQLProvider(engine)
+        writer = BuiltinProvider(engine)
         refresh = []
         for n in range(20):
             note = f"Note {n}: a new memory about the garden."
@@ -495,14 +495,14 @@ async def hybrid_latency(
     tenant: str,
     queries: list[str],
     embeddings: str,
-    timed: Callable[[MySQLProvider, str], Awaitable[float]],
+    timed: Callable[[BuiltinProvider, str], Awaitable[float]],
 ) -> None:
     client = EmbeddingClient(embeddings, MODEL_NAME, timeout=60.0)
     began = time.perf_counter()
     filled = await EmbeddingBackfill(engine, client, tenant_id=tenant).run_until_done()
     took = time.perf_counter() - began
     # As the API runs it: the query embedded by the endpoint on every search.
-    hybrid = MySQLProvider(engine, embedder=client, query_timeout=5.0)
+    hybrid = BuiltinProvider(engine, embedder=client, query_timeout=5.0)
     cold = await timed(hybrid, queries[1])
     searches = list(_cycle(queries, HYBRID_SEARCHES))
     full = [await timed(hybrid, q) for q in searches]
@@ -510,7 +510,7 @@ async def hybrid_latency(
     memo = MemoClient(embeddings, MODEL_NAME)
     for query in set(searches):
         await memo.embed_one(query)
-    store_only = MySQLProvider(engine, embedder=memo, query_timeout=5.0)
+    store_only = BuiltinProvider(engine, embedder=memo, query_timeout=5.0)
     await timed(store_only, queries[1])
     cpu = time.process_time()
     own = [await timed(store_only, q) for q in searches]

@@ -49,7 +49,7 @@ from bench.support import isolated_settings, log_dir
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
 from memstream.launch import api_url
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
 from memstream.store.schema import (
@@ -210,15 +210,15 @@ async def sweep(
     conversations and measured on the other, both ways; in this process, every query
     embedded once, the same ranking code the API runs."""
     client = MemoClient(embeddings, MODEL_NAME)
-    configs: dict[str, MySQLProvider] = {
-        "lexical": MySQLProvider(engine),
-        "lexical, no threshold": MySQLProvider(engine, relativity=0.0),
+    configs: dict[str, BuiltinProvider] = {
+        "lexical": BuiltinProvider(engine),
+        "lexical, no threshold": BuiltinProvider(engine, relativity=0.0),
     }
     for weight in WEIGHTS:
-        configs[f"hybrid w={weight}"] = MySQLProvider(
+        configs[f"hybrid w={weight}"] = BuiltinProvider(
             engine, embedder=client, query_timeout=60.0, vector_weight=weight
         )
-    configs["hybrid w=0.1, no threshold"] = MySQLProvider(
+    configs["hybrid w=0.1, no threshold"] = BuiltinProvider(
         engine, embedder=client, query_timeout=60.0, relativity=0.0
     )
     results: dict[str, dict[str, Recall]] = {}

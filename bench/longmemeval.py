@@ -37,7 +37,7 @@ from bench.locomo import OkapiBM25
 from bench.longterm import chain_idle
 from bench.support import isolated_settings, log_dir, start_worker
 from memstream.broker.topics import publish
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
@@ -209,14 +209,14 @@ class Score:
         return self.tokens / max(1, self.questions)
 
 
-def variants(engine: Any) -> dict[str, MySQLProvider]:
+def variants(engine: Any) -> dict[str, BuiltinProvider]:
     return {
-        f"memstream, relativity {RELATIVITY}": MySQLProvider(engine, relativity=RELATIVITY),
-        "memstream, no threshold": MySQLProvider(engine, relativity=0.0),
+        f"memstream, relativity {RELATIVITY}": BuiltinProvider(engine, relativity=RELATIVITY),
+        "memstream, no threshold": BuiltinProvider(engine, relativity=0.0),
     }
 
 
-async def search(provider: MySQLProvider, q: Question) -> list[tuple[Sequence[str], str]]:
+async def search(provider: BuiltinProvider, q: Question) -> list[tuple[Sequence[str], str]]:
     asked = when(q.raw["question_date"])
     items = await provider.search(q.tenant, q.user, None, q.raw["question"], top_k=10, at=asked)
     return [(item.source_event_ids, item.content) for item in items]
@@ -279,7 +279,7 @@ def report(scores: dict[str, dict[str, Score]], questions: list[Question]) -> No
 async def search_cost(engine: Any, questions: list[Question]) -> None:
     """This process's CPU time per search, the memories alone and with the stored turns,
     each question asked five times after a first, uncounted round (warm connections)."""
-    provider = MySQLProvider(engine)
+    provider = BuiltinProvider(engine)
     rounds = 5
 
     async def memories_only(q: Question) -> object:

@@ -36,7 +36,7 @@ from bench.support import isolated_settings, log_dir, start_worker
 from memstream.broker.groups import caught_up
 from memstream.broker.topics import publish
 from memstream.embeddings.client import EmbeddingClient
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
 from memstream.store.database import create_engine, migrate
@@ -431,15 +431,15 @@ async def report_pipeline(
     threshold and without one (and hybrid, with ``embedder``), next to BM25 over every raw
     turn, with the tokens returned; kept in ``run`` too."""
     variants = {
-        f"memstream, relativity {RELATIVITY}": MySQLProvider(engine, relativity=RELATIVITY),
-        "memstream, no threshold": MySQLProvider(engine, relativity=0.0),
+        f"memstream, relativity {RELATIVITY}": BuiltinProvider(engine, relativity=RELATIVITY),
+        "memstream, no threshold": BuiltinProvider(engine, relativity=0.0),
     }
     if embedder is not None:
         variants |= {
-            f"hybrid, relativity {RELATIVITY}": MySQLProvider(
+            f"hybrid, relativity {RELATIVITY}": BuiltinProvider(
                 engine, relativity=RELATIVITY, embedder=embedder, query_timeout=5.0
             ),
-            "hybrid, no threshold": MySQLProvider(
+            "hybrid, no threshold": BuiltinProvider(
                 engine, relativity=0.0, embedder=embedder, query_timeout=5.0
             ),
         }

@@ -19,11 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.loadpath.data import memories
 from bench.loadpath.servers import listening_pid, process_times
+from memstream.identity import content_hash
 from memstream.memory import NewMemory
-from memstream.providers.builtin import postings
-from memstream.providers.identity import content_hash
 from memstream.retrieval import document_terms
 from memstream.settings import Settings
+from memstream.store import postings
 from memstream.store.database import create_engine, migrate
 from memstream.store.schema import long_term_memory as t
 from memstream.store.schema import memory_term as p

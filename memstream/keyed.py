@@ -12,14 +12,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, func, select
-from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.changes.model import Cause
 from memstream.memory import MemoryItem, MemoryType, NewMemory, readable_cubes
 from memstream.providers.router import ProviderRouter
-from memstream.store.schema import long_term_memory, memory_key, provider_memory
+from memstream.store import keys
 
 Namespace = tuple[str, ...]
 MAX_TEXT = 2000  # what a memory added through the API may hold
@@ -60,8 +58,8 @@ def text_of(value: Mapping[str, Any]) -> str:
             if node.strip():
                 found.append(node.strip())
         elif isinstance(node, Mapping):
-            keys = sorted(node, key=lambda k: (k != "content", str(k)))
-            for k in keys:
+            names = sorted(node, key=lambda k: (k != "content", str(k)))
+            for k in names:
                 walk(node[k])
         elif isinstance(node, list | tuple):
             for child in node:
@@ -180,29 +178,8 @@ def plain(memory: MemoryItem) -> KeyedItem:
 
 
 async def live_ids(conn: AsyncConnection, tenant_id: str, rows: Sequence[Any]) -> set[str]:
-    """The memories of ``rows`` the record still has live (a memory deleted by any path, or
-    forgotten, takes its item with it)."""
-    ids = sorted({r.memory_id for r in rows})
-    if not ids:
-        return set()
-    m, p = long_term_memory.c, provider_memory.c
-    live = set(
-        (
-            await conn.execute(
-                select(m.id).where(m.tenant_id == tenant_id, m.id.in_(ids), m.deleted_at.is_(None))
-            )
-        ).scalars()
-    )
-    live |= set(
-        (
-            await conn.execute(
-                select(p.memory_id).where(
-                    p.tenant_id == tenant_id, p.memory_id.in_(ids), p.deleted_at.is_(None)
-                )
-            )
-        ).scalars()
-    )
-    return live
+    """The memories of the key ``rows`` the record still has live."""
+    return await keys.live_ids(conn, tenant_id, [r.memory_id for r in rows])
 
 
 class KeyedItems:
@@ -213,11 +190,7 @@ class KeyedItems:
         self.engine = engine
 
     async def _row(self, conn: AsyncConnection, tenant_id: str, user_id: str, slot: str) -> Any:
-        k = memory_key.c
-        query = select(memory_key).where(
-            k.tenant_id == tenant_id, k.user_id == user_id, k.slot == slot
-        )
-        return (await conn.execute(query)).first()
+        return await keys.row_of(conn, tenant_id, user_id, slot)
 
     async def get(
         self, tenant_id: str, user_id: str, namespace: Sequence[str], key: str
@@ -280,7 +253,7 @@ class KeyedItems:
             "updated_at": now,
         }
         async with self.engine.begin() as conn:
-            await conn.execute(upsert_keys(conn), [row])
+            await keys.put(conn, [row])
         if old is not None and old.memory_id != stored.id:
             cause = Cause("conflict", None, {old.memory_id: (stored.id,)})
             await self._release(tenant_id, old.provider, old.memory_id, cause)
@@ -293,29 +266,19 @@ class KeyedItems:
     ) -> list[str]:
         """Delete the item and its memory; answers the memory ids deleted."""
         slot = slot_of(namespace, key)
-        k = memory_key.c
         async with self.engine.begin() as conn:
             row = await self._row(conn, tenant_id, user_id, slot)
             if row is None:
                 return []
-            await conn.execute(
-                delete(memory_key).where(
-                    k.tenant_id == tenant_id, k.user_id == user_id, k.slot == slot
-                )
-            )
+            await keys.drop(conn, tenant_id, user_id, slot)
         return await self._release(tenant_id, row.provider, row.memory_id, None)
 
     async def _release(
         self, tenant_id: str, provider: str, memory_id: str, cause: Cause | None
     ) -> list[str]:
         """Delete a memory no key holds any more (two keys with the same text share one)."""
-        k = memory_key.c
         async with self.engine.connect() as conn:
-            held = await conn.scalar(
-                select(func.count())
-                .select_from(memory_key)
-                .where(k.tenant_id == tenant_id, k.memory_id == memory_id)
-            )
+            held = await keys.holders(conn, tenant_id, memory_id)
         if held:
             return []
         if provider == "MYSQL":
@@ -342,17 +305,10 @@ class KeyedItems:
     ) -> list[KeyedItem]:
         """Items under ``prefix``, newest first; at the root, the memories stored without a
         key (the chain's) follow the keyed ones."""
-        k = memory_key.c
         cubes = readable_cubes(agent_id)
-        query = (
-            select(memory_key)
-            .where(k.tenant_id == tenant_id, k.user_id == user_id, k.cube_id.in_(cubes))
-            .order_by(k.updated_at.desc(), k.slot)
-        )
-        if prefix:
-            query = query.where(k.path.startswith(path_of(prefix), autoescape=True))
+        path = path_of(prefix) if prefix else None
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+            rows = await keys.under(conn, tenant_id, user_id, cubes, path)
             live = await live_ids(conn, tenant_id, rows)
         items = [_item(r) for r in rows if r.memory_id in live]
         if not prefix:
@@ -382,19 +338,8 @@ class KeyedItems:
         top_k = min(100, max(1, limit + offset) * 2)
         found = await provider.search(tenant_id, user_id, agent_id, query, top_k=top_k)
         ids = [m.id for m in found]
-        k = memory_key.c
         async with self.engine.connect() as conn:
-            rows = (
-                (
-                    await conn.execute(
-                        select(memory_key).where(
-                            k.tenant_id == tenant_id, k.user_id == user_id, k.memory_id.in_(ids)
-                        )
-                    )
-                ).all()
-                if ids
-                else []
-            )
+            rows = await keys.holding(conn, tenant_id, user_id, ids)
         by_memory: dict[str, list[Any]] = {}
         for row in rows:
             by_memory.setdefault(row.memory_id, []).append(row)
@@ -413,22 +358,6 @@ class KeyedItems:
         self, tenant_id: str, user_id: str | None = None
     ) -> list[tuple[str, Namespace]]:
         """(user, namespace) of every keyed item of the tenant (or of one user)."""
-        k = memory_key.c
-        query = select(k.user_id, k.namespace).distinct().where(k.tenant_id == tenant_id)
-        if user_id is not None:
-            query = query.where(k.user_id == user_id)
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+            rows = await keys.namespaces(conn, tenant_id, user_id)
         return sorted({(r.user_id, tuple(r.namespace)) for r in rows})
-
-
-def upsert_keys(conn: AsyncConnection) -> Any:
-    columns = ("namespace", "path", "item_key", "cube_id", "provider", "memory_id", "value")
-    if conn.dialect.name == "sqlite":
-        stmt = sqlite.insert(memory_key)
-        return stmt.on_conflict_do_update(
-            index_elements=["tenant_id", "user_id", "slot"],
-            set_={c: stmt.excluded[c] for c in (*columns, "updated_at")},
-        )
-    my = mysql.insert(memory_key)
-    return my.on_duplicate_key_update({c: my.inserted[c] for c in (*columns, "updated_at")})

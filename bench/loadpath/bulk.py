@@ -1,7 +1,7 @@
 """A bulk loader of the platform benchmark's long-term memories: many users x 200 memories each,
 with their lexical postings, into a database of the benchmark's own.
 
-The rows are what ``MySQLProvider.add`` writes (``sql.new_row``, ``document_terms`` and
+The rows are what ``BuiltinProvider.add`` writes (``memory_rows.new_row``, ``document_terms`` and
 ``postings.rows_of``, the store's own code), written with ``LOAD DATA LOCAL INFILE`` a few
 hundred users per transaction instead of row by row: millions of memories load in minutes
 instead of hours. Users load in key order with ids that grow with them, so every index of
@@ -30,8 +30,8 @@ from sqlalchemy.engine import make_url
 
 from bench.loadpath.data import AGENTS, memories
 from memstream.memory import NewMemory
-from memstream.providers.builtin import postings, sql
 from memstream.retrieval import document_terms
+from memstream.store import memory_rows, postings
 from memstream.store.database import ensure_database, migrate
 
 PER_USER = 200  # memories per user: 120 in the profile, 20 in each of 4 agents' cubes
@@ -94,7 +94,7 @@ def chunk_rows(tenant: str, first: int, last: int, start: datetime) -> Iterator[
     """(memory line, postings lines) of users ``first``..``last - 1``, as the store writes them."""
     for u in range(first, last):
         for n, memory in enumerate(user_memories(tenant, u)):
-            row = sql.new_row(memory, start + timedelta(seconds=u, microseconds=n))
+            row = memory_rows.new_row(memory, start + timedelta(seconds=u, microseconds=n))
             row["id"] = f"{u:010x}{n:022x}"  # grows with the load: appended, never split
             terms = document_terms(memory.content)
             row["term_count"] = terms.length

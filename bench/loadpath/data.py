@@ -11,13 +11,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from memstream.memory import USER_PROFILE, MemoryType, NewMemory, agent_cube
-from memstream.providers.builtin import MySQLProvider
-from memstream.providers.builtin.history import HistoryIndex
+from memstream.providers.builtin import BuiltinProvider
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.database import create_engine
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.summaries import Summary, SummaryStore
+from memstream.store.turns import HistoryIndex
 from memstream.text.tokens import count_many, count_tokens
 
 CONVERSATIONS = 2_000
@@ -337,7 +337,7 @@ async def load_data(settings: Settings, tenant: str) -> dict[str, float]:
     rng = random.Random(20260301)
     took = await load_conversations(settings, tenant, CONVERSATIONS, rng)
     engine = create_engine(settings.database_url, pool_size=4)
-    provider = MySQLProvider(engine)
+    provider = BuiltinProvider(engine)
     try:
         started = time.perf_counter()
         for u in range(USERS):

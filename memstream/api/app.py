@@ -25,9 +25,9 @@ from memstream.api.routes import (
     dashboard,
     export,
     health,
-    history,
     items,
     memories,
+    memory_history,
     stats,
 )
 from memstream.api.services import Services
@@ -83,7 +83,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     errors.install(app)
     # Registration order is the order of the paths in /openapi.json.
-    for module in (stats, context, conversations, memories, history, export, items, agents):
+    for module in (stats, context, conversations, memories, memory_history, export, items, agents):
         app.include_router(module.router, responses=errors.V1_ERRORS)
     for module in (health, dashboard):
         app.include_router(module.router)

@@ -8,11 +8,11 @@ import gc
 import logging
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.types import ASGIApp, Message
 
 from memstream.api.services import Services
+from memstream.store.database import ping
 from memstream.text import tokens
 
 log = logging.getLogger(__name__)
@@ -69,8 +69,8 @@ def freeze_heap() -> None:
 
 async def _connect(engine: AsyncEngine) -> None:
     try:
-        async with asyncio.timeout(CONNECT_SECONDS), engine.connect() as connection:
-            await connection.execute(text("SELECT 1"))
+        async with asyncio.timeout(CONNECT_SECONDS):
+            await ping(engine)
     except Exception as exc:
         log.warning("database not reached at startup (%r): the first requests will try", exc)
 

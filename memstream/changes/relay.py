@@ -22,16 +22,14 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 from aiokafka import AIOKafkaProducer
-from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream import tracing
 from memstream.broker.clients import producer
-from memstream.changes.outbox import ChangeOutbox, insert_ignoring
 from memstream.settings import Settings
+from memstream.store import outbox as outbox_rows
 from memstream.store.forgets import ForgetSet, ForgetStore
-from memstream.store.schema import change_relay as lease_table
-from memstream.store.schema import memory_change
+from memstream.store.outbox import ChangeOutbox
 from memstream_client.contract.changes import key_of, with_content
 
 log = logging.getLogger(__name__)
@@ -97,22 +95,7 @@ class ChangeRelay:
         """Publish one batch if this relay holds the lease; answers how many went out."""
         if not await self.hold_lease():
             return 0
-        query = (
-            select(
-                memory_change.c.seq,
-                memory_change.c.tenant_id,
-                memory_change.c.user_id,
-                memory_change.c.change,
-                memory_change.c.payload,
-                memory_change.c.content,
-                memory_change.c.traceparent,
-            )
-            .where(memory_change.c.topic == self.topic, memory_change.c.published_at.is_(None))
-            .order_by(memory_change.c.seq)
-            .limit(BATCH)
-        )
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+        rows = await outbox_rows.unpublished(self._engine, self.topic, BATCH)
         if not rows:
             return 0
         await self.forgets.refresh(fresh=True)
@@ -135,46 +118,14 @@ class ChangeRelay:
     async def _mark(self, seqs: Sequence[int], forgotten: Mapping[tuple[str, str], int]) -> None:
         """Published: the text is no longer needed. A forgotten user's rows go once their
         ``forgotten`` changes are out, with those still pending when the user was forgotten."""
-        async with self._engine.begin() as conn:
-            await conn.execute(
-                update(memory_change)
-                .where(memory_change.c.seq.in_(seqs))
-                .values(published_at=_now(), content=None)
-            )
-            for (tenant_id, user_id), last in forgotten.items():
-                await conn.execute(
-                    delete(memory_change).where(
-                        memory_change.c.tenant_id == tenant_id,
-                        memory_change.c.user_id == user_id,
-                        memory_change.c.topic == self.topic,
-                        memory_change.c.seq <= last,
-                        memory_change.c.published_at.is_not(None),
-                    )
-                )
+        await outbox_rows.mark_published(self._engine, self.topic, seqs, forgotten, _now())
 
     async def hold_lease(self) -> bool:
         """Take or renew the topic's lease; False while another relay holds it."""
         now = _now()
         until = now + timedelta(seconds=self.lease_seconds)
-        lease = lease_table.c
-        async with self._engine.begin() as conn:
-            first = {"topic": self.topic, "owner": self.owner, "expires_at": until}
-            await conn.execute(insert_ignoring(conn, lease_table, "topic"), [first])
-            taken = await conn.execute(
-                update(lease_table)
-                .where(
-                    lease.topic == self.topic,
-                    (lease.owner == self.owner) | (lease.expires_at < now),
-                )
-                .values(owner=self.owner, expires_at=until)
-            )
-        return bool(taken.rowcount)
+        return await outbox_rows.take_lease(self._engine, self.topic, self.owner, now, until)
 
     async def release(self) -> None:
         """Give the lease up (a worker stopping), so another relay takes over at once."""
-        async with self._engine.begin() as conn:
-            await conn.execute(
-                delete(lease_table).where(
-                    lease_table.c.topic == self.topic, lease_table.c.owner == self.owner
-                )
-            )
+        await outbox_rows.give_up_lease(self._engine, self.topic, self.owner)

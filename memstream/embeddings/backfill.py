@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from prometheus_client import Counter
-from sqlalchemy import Row, Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.embeddings import blocks
-from memstream.embeddings import rows as vector_rows
 from memstream.embeddings.client import EmbeddingClient
 from memstream.errors import EmbeddingError
-from memstream.store.schema import long_term_memory, memory_embedding
+from memstream.store import embeddings as vector_rows
+from memstream.store import vector_blocks
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +29,7 @@ EMBEDDED = Counter(
 PROBE = "memory"
 
 Position = tuple[datetime, str]  # (created_at, id) of the last memory handled
-Pending = Row[tuple[str, str, str, str, datetime]]  # id, tenant, user, content, created_at
+Pending = vector_rows.Lacking
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +82,7 @@ class EmbeddingBackfill:
         try:
             # What this tick stored, and any vector stored another way (by SQL, before the
             # blocks existed), packed for search.
-            packed = await blocks.pack(self._engine, tenant_id=self.tenant_id)
+            packed = await vector_blocks.pack(self._engine, tenant_id=self.tenant_id)
         except Exception as exc:
             log.warning("embedding backfill cannot pack vectors: %r", exc)
             packed = 0
@@ -139,52 +137,29 @@ class EmbeddingBackfill:
                 return TickResult(stored, refused, result.error, packed)
         return TickResult(stored, refused, None, packed)
 
-    def _lacking(self) -> Select[tuple[str, str, str, str, datetime]]:
-        """Live memories (of the tenant, when set) without a vector of the model, oldest
-        written first."""
-        has_vector = and_(
-            memory_embedding.c.memory_id == long_term_memory.c.id,
-            memory_embedding.c.model == self.client.model,
-        )
-        query = (
-            select(
-                long_term_memory.c.id,
-                long_term_memory.c.tenant_id,
-                long_term_memory.c.user_id,
-                long_term_memory.c.content,
-                long_term_memory.c.created_at,
-            )
-            .select_from(long_term_memory.outerjoin(memory_embedding, has_vector))
-            .where(long_term_memory.c.deleted_at.is_(None), memory_embedding.c.memory_id.is_(None))
-            .order_by(long_term_memory.c.created_at, long_term_memory.c.id)
-            .limit(self.per_tick)
-        )
-        if self.tenant_id is not None:
-            query = query.where(long_term_memory.c.tenant_id == self.tenant_id)
-        return query
-
     async def _fresh(self) -> Sequence[Pending]:
         """Memories written in the last ``lookback`` that lack a vector, but those refused."""
         since = datetime.now(UTC).replace(tzinfo=None) - self.lookback
-        query = self._lacking().where(long_term_memory.c.created_at >= since)
-        if self._refused:
-            query = query.where(long_term_memory.c.id.not_in(sorted(self._refused)))
         async with self._engine.connect() as conn:
-            return (await conn.execute(query)).all()
+            return await vector_rows.lacking(
+                conn,
+                self.client.model,
+                self.per_tick,
+                tenant_id=self.tenant_id,
+                since=since,
+                refused=sorted(self._refused),
+            )
 
     async def _pending(self) -> Sequence[Pending]:
         """The next memories after the position that lack a vector of the model."""
-        query = self._lacking()
-        if self._position is not None:
-            at, memory_id = self._position
-            query = query.where(
-                or_(
-                    long_term_memory.c.created_at > at,
-                    and_(long_term_memory.c.created_at == at, long_term_memory.c.id > memory_id),
-                )
-            )
         async with self._engine.connect() as conn:
-            return (await conn.execute(query)).all()
+            return await vector_rows.lacking(
+                conn,
+                self.client.model,
+                self.per_tick,
+                tenant_id=self.tenant_id,
+                after=self._position,
+            )
 
     async def _embed(self, batch: Sequence[Pending]) -> tuple[int, list[str]]:
         """Store the batch's vectors: how many, and the ids of the memories the endpoint

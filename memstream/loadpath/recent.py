@@ -17,13 +17,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import orjson
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream import metrics
 from memstream.store.cache import RedisCache, decode_member
 from memstream.store.messages import MessageStore
-from memstream.store.schema import conversation_message
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +64,7 @@ class RecentTurns:
     def __init__(
         self, engine: AsyncEngine, messages: MessageStore, cache: RedisCache | None
     ) -> None:
-        self._engine = engine
+        self._record = MessageStore(engine)  # the replica's, when there is one
         self._messages = messages
         self._cache = cache
         self._rewarming: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -100,25 +98,8 @@ class RecentTurns:
         return _newest(turns, limit), cached_summary
 
     async def from_record(self, tenant_id: str, conversation_id: str, limit: int) -> Recent:
-        query = (
-            select(
-                conversation_message.c.role,
-                conversation_message.c.message_type,
-                conversation_message.c.content,
-                conversation_message.c.token_count,
-            )
-            .where(
-                conversation_message.c.tenant_id == tenant_id,
-                conversation_message.c.conversation_id == conversation_id,
-                conversation_message.c.message_type == "chat",
-                conversation_message.c.role != "tool",
-            )
-            .order_by(conversation_message.c.created_at.desc(), conversation_message.c.id.desc())
-            .limit(limit + 1)
-        )
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
-        return _newest([Turn(*row) for row in reversed(rows)], limit)
+        rows = await self._record.newest_turns(tenant_id, conversation_id, limit + 1)
+        return _newest([Turn(*row) for row in rows], limit)
 
     def _rewarm(self, tenant_id: str, conversation_id: str) -> None:
         """Rebuild a missing cache key from the record, off the request's path."""

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memstream.changes.model import API, FORGET, Cause, added, removed
-from memstream.changes.outbox import ChangeOutbox
 from memstream.memory import MemoryItem, NewMemory, is_provisional
 from memstream.providers.base import RemoteProvider
 from memstream.store.ledger import Also, ProviderLedger
+from memstream.store.outbox import ChangeOutbox
 from memstream_client.contract.changes import Change
 
 

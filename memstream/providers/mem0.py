@@ -15,6 +15,7 @@ from urllib.parse import quote
 import httpx
 
 from memstream.errors import ProviderUnavailable
+from memstream.identity import content_hash, escape_part, namespaced
 from memstream.memory import (
     MEMORY_TYPES,
     USER_PROFILE,
@@ -35,7 +36,6 @@ from memstream.providers.http import (
     time_text,
     validate_new,
 )
-from memstream.providers.identity import content_hash, escape_part, namespaced
 from memstream.retrieval import RELATIVITY
 from memstream.text.normalise import fold_spaces_and_case
 

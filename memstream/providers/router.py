@@ -13,21 +13,19 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.changes.outbox import DEFAULT_TOPIC, ChangeOutbox
 from memstream.embeddings.client import EmbeddingClient
 from memstream.errors import ProviderUnavailable
 from memstream.providers.base import LongTermProvider
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.providers.ledgered import Ledgered
 from memstream.providers.mem0 import Mem0Provider
 from memstream.providers.memos import MemOSProvider
 from memstream.store.agents import AgentConfig, AgentConfigStore, Provider
 from memstream.store.ledger import ProviderLedger
+from memstream.store.outbox import DEFAULT_TOPIC, ChangeOutbox
 from memstream.store.reads import Reads
-from memstream.store.schema import agent_config
 from memstream_client.contract.topics import MEMORY_CHANGED
 
 if TYPE_CHECKING:
@@ -54,9 +52,9 @@ class ProviderRouter:
         # Every provider records its changes for this deployment's memory-changed topic.
         self.changes = ChangeOutbox(settings.topic(MEMORY_CHANGED) if settings else DEFAULT_TOPIC)
         if settings is None:
-            self.builtin = MySQLProvider(engine, changes=self.changes)
+            self.builtin = BuiltinProvider(engine, changes=self.changes)
         else:
-            self.builtin = MySQLProvider(
+            self.builtin = BuiltinProvider(
                 engine,
                 changes=self.changes,
                 embedder=EmbeddingClient.from_settings(settings),
@@ -145,14 +143,7 @@ class ProviderRouter:
 
     async def tenant_agents(self, tenant_id: str) -> list[tuple[str, Provider | None]]:
         """(agent id, configured provider) of every configured agent of the tenant."""
-        query = (
-            select(agent_config.c.agent_id, agent_config.c.long_memory_provider)
-            .where(agent_config.c.tenant_id == tenant_id)
-            .order_by(agent_config.c.agent_id)
-        )
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
-        return [(row.agent_id, row.long_memory_provider) for row in rows]
+        return await self.agents.providers_of(tenant_id)
 
     async def tenant_agent_ids(self, tenant_id: str) -> list[str]:
         """Ids of every configured agent of the tenant (MemOS cannot list a user's cubes)."""

@@ -73,6 +73,17 @@ class AgentConfigStore:
         values["open_long_memory"] = bool(values["open_long_memory"])
         return AgentConfig(**values)
 
+    async def providers_of(self, tenant_id: str) -> list[tuple[str, Provider | None]]:
+        """(agent id, configured provider) of every configured agent of the tenant."""
+        query = (
+            select(agent_config.c.agent_id, agent_config.c.long_memory_provider)
+            .where(agent_config.c.tenant_id == tenant_id)
+            .order_by(agent_config.c.agent_id)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [(row.agent_id, row.long_memory_provider) for row in rows]
+
     async def put(self, config: AgentConfig) -> AgentConfig:
         """Create or replace an agent's configuration."""
         row = {

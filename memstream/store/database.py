@@ -45,6 +45,12 @@ IN_LIST = 500
 """Values per ``IN (...)`` list: a longer list is read or written in chunks of this many."""
 
 
+async def ping(engine: AsyncEngine) -> None:
+    """One round trip to the database on a connection of the pool: it answers, or this raises."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))
+
+
 def in_lists(values: Sequence[T]) -> Iterator[Sequence[T]]:
     """``values`` in chunks of ``IN_LIST``, one ``IN (...)`` list each."""
     for start in range(0, len(values), IN_LIST):

@@ -112,6 +112,31 @@ class MessageStore:
             rows = (await conn.execute(query)).all()
         return [StoredMessage(**row._mapping) for row in reversed(rows)]
 
+    async def newest_turns(
+        self, tenant_id: str, conversation_id: str, limit: int
+    ) -> list[tuple[str, str, str, int]]:
+        """The newest ``limit`` chat turns of a conversation (tool rows left out), oldest
+        first, as (role, message type, content, token count)."""
+        query = (
+            select(
+                conversation_message.c.role,
+                conversation_message.c.message_type,
+                conversation_message.c.content,
+                conversation_message.c.token_count,
+            )
+            .where(
+                conversation_message.c.tenant_id == tenant_id,
+                conversation_message.c.conversation_id == conversation_id,
+                conversation_message.c.message_type == "chat",
+                conversation_message.c.role != "tool",
+            )
+            .order_by(conversation_message.c.created_at.desc(), conversation_message.c.id.desc())
+            .limit(limit)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [(row.role, row.message_type, row.content, row.token_count) for row in rows[::-1]]
+
     async def recent_many(
         self, conversations: Sequence[tuple[str, str]], limit: int
     ) -> dict[tuple[str, str], list[StoredMessage]]:
@@ -153,6 +178,18 @@ class MessageStore:
                     m = StoredMessage(**row._mapping)
                     out[(m.tenant_id, m.conversation_id)].append(m)
         return out
+
+    async def active_tenants(self, limit: int) -> list[str]:
+        """The tenants with stored messages, the most recently active first, ``limit`` at most."""
+        latest = func.max(conversation_message.c.created_at)
+        query = (
+            select(conversation_message.c.tenant_id)
+            .group_by(conversation_message.c.tenant_id)
+            .order_by(latest.desc())
+            .limit(limit)
+        )
+        async with self._engine.connect() as conn:
+            return list((await conn.execute(query)).scalars().all())
 
     async def count(self, tenant_id: str, conversation_id: str | None = None) -> int:
         """How many messages a tenant (or one of its conversations) has stored."""

@@ -246,7 +246,7 @@ memory_embedding = Table(
     **MYSQL_TABLE_ARGS,
 )
 
-# The vectors of one user and model packed for search (memstream.embeddings.blocks): up to
+# The vectors of one user and model packed for search (memstream.store.vector_blocks): up to
 # BLOCK_MEMORIES live memories per row, their ids and cubes in ``ids`` and their vectors
 # int8-quantised in ``vectors``, so that one range read on the primary key returns a user's
 # whole matrix (docs/design/builtin-store.md, "Vector blocks"). Filled from

@@ -5,22 +5,18 @@ lines are written, so a slow reader holds no database connection between pages."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-import orjson
-from sqlalchemy import and_, literal, or_, select, tuple_
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.changes.history import MAX_CHAIN
 from memstream.forget import providers_used
 from memstream.memory import USER_PROFILE, MemoryItem, agent_cube, readable_cubes
-from memstream.providers.builtin.sql import COLUMNS, item_of
 from memstream.providers.router import ProviderRouter, provider_name
-from memstream.store.database import in_lists
-from memstream.store.schema import long_term_memory, memory_key, memory_link, provider_memory
+from memstream.store import exports
+from memstream.store.memory_rows import item_of
 from memstream.transfer.lines import State, line_of
 
 PAGE = 500  # memories per page
@@ -37,59 +33,7 @@ class Selection:
     history: bool = False
 
 
-@dataclass(slots=True)
-class _Links:
-    supersedes: dict[str, list[str]]
-    superseded_by: dict[str, list[str]]
-
-
-async def _links(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) -> _Links:
-    link = memory_link.c
-    out = _Links({}, {})
-    if not ids:
-        return out
-    query = select(link.memory_id, link.supersedes_id).where(
-        link.tenant_id == tenant_id,
-        or_(link.memory_id.in_(ids), link.supersedes_id.in_(ids)),
-    )
-    for row in (await conn.execute(query)).all():
-        out.supersedes.setdefault(row.memory_id, []).append(row.supersedes_id)
-        out.superseded_by.setdefault(row.supersedes_id, []).append(row.memory_id)
-    return out
-
-
-async def _older(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) -> list[str]:
-    """Every memory ``ids`` replaced, directly or through others, oldest last (bounded)."""
-    link = memory_link.c
-    seen: set[str] = set(ids)
-    frontier, found = list(ids), list[str]()
-    while frontier and len(found) < MAX_CHAIN:
-        query = select(link.supersedes_id).where(
-            link.tenant_id == tenant_id, link.memory_id.in_(frontier)
-        )
-        frontier = [i for i in (await conn.execute(query)).scalars() if i not in seen]
-        seen.update(frontier)
-        found += frontier
-    return found[:MAX_CHAIN]
-
-
-async def _keyed(
-    conn: AsyncConnection, tenant_id: str, ids: Sequence[str]
-) -> dict[str, tuple[list[str], str, dict[str, Any]]]:
-    """The namespace, key and value of the memories among ``ids`` held under a key."""
-    k = memory_key.c
-    if not ids:
-        return {}
-    query = select(k.memory_id, k.namespace, k.item_key, k.value).where(
-        k.tenant_id == tenant_id, k.memory_id.in_(ids)
-    )
-    return {
-        r.memory_id: (list(r.namespace), r.item_key, orjson.loads(r.value))
-        for r in (await conn.execute(query)).all()
-    }
-
-
-def _state(memory_id: str, links: _Links) -> State:
+def _state(memory_id: str, links: exports.Links) -> State:
     return "superseded" if links.superseded_by.get(memory_id) else "deleted"
 
 
@@ -111,38 +55,26 @@ async def export_lines(
 async def _builtin(
     router: ProviderRouter, engine: AsyncEngine, selection: Selection, name: str, page: int
 ) -> AsyncIterator[bytes]:
-    m = long_term_memory.c
     tenant = selection.tenant_id
-    scope = [m.tenant_id == tenant, m.deleted_at.is_(None)]
-    if selection.user_id is not None:
-        scope.append(m.user_id == selection.user_id)
-    if selection.agent_id is not None:
-        scope.append(m.cube_id.in_(readable_cubes(selection.agent_id)))
-    after: tuple[str, datetime, str] | None = None
+    cubes = readable_cubes(selection.agent_id) if selection.agent_id is not None else None
+    after: exports.Position | None = None
     emitted: set[str] = set()
     while True:
-        query = select(*COLUMNS).where(*scope).order_by(m.user_id, m.created_at, m.id).limit(page)
-        if after is not None:
-            query = query.where(
-                tuple_(m.user_id, m.created_at, m.id) > tuple_(*map(literal, after))
-            )
         async with engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+            rows = await exports.live_page(
+                conn, tenant, page, user_id=selection.user_id, cubes=cubes, after=after
+            )
             if not rows:
                 return
             items = [item_of(r) for r in rows]
             ids = [i.id for i in items]
             older_items: list[tuple[MemoryItem, datetime | None]] = []
             if selection.history:
-                older = [i for i in await _older(conn, tenant, ids) if i not in emitted]
+                older = [i for i in await exports.replaced(conn, tenant, ids) if i not in emitted]
                 emitted.update(older)
-                for chunk in in_lists(older):
-                    found = await conn.execute(
-                        select(*COLUMNS, m.deleted_at).where(m.tenant_id == tenant, m.id.in_(chunk))
-                    )
-                    older_items += [(item_of(r), r.deleted_at) for r in found.all()]
-            links = await _links(conn, tenant, ids + [i.id for i, _ in older_items])
-            keyed = await _keyed(conn, tenant, ids)
+                older_items = await exports.builtin_items(conn, tenant, older)
+            links = await exports.links(conn, tenant, ids + [i.id for i, _ in older_items])
+            keyed = await exports.keyed(conn, tenant, ids)
         last = rows[-1]
         after = (last.user_id, last.created_at, last.id)
         older_items.sort(key=lambda pair: (pair[0].created_at, pair[0].id))
@@ -157,7 +89,7 @@ async def _builtin(
 def _line(
     item: MemoryItem,
     provider: str,
-    links: _Links,
+    links: exports.Links,
     *,
     state: State = "live",
     deleted_at: datetime | None = None,
@@ -183,16 +115,7 @@ async def _cubes_of(
         wanted: list[str] | None = readable_cubes(selection.agent_id)
     else:
         wanted = None
-    p = provider_memory.c
-    query = (
-        select(p.user_id, p.cube_id)
-        .distinct()
-        .where(p.tenant_id == selection.tenant_id, p.provider == name, p.deleted_at.is_(None))
-    )
-    if selection.user_id is not None:
-        query = query.where(p.user_id == selection.user_id)
-    async with engine.connect() as conn:
-        rows = (await conn.execute(query)).all()
+    rows = await exports.ledger_cubes(engine, selection.tenant_id, name, selection.user_id)
     cubes: dict[str, set[str]] = {}
     for row in rows:
         cubes.setdefault(row.user_id, set()).add(row.cube_id)
@@ -229,45 +152,14 @@ async def _external(
                 older_items: list[tuple[MemoryItem, datetime | None]] = []
                 async with engine.connect() as conn:
                     if selection.history:
-                        older = [i for i in await _older(conn, tenant, ids) if i not in emitted]
+                        replaced = await exports.replaced(conn, tenant, ids)
+                        older = [i for i in replaced if i not in emitted]
                         emitted.update(older)
-                        older_items = await _ledger_rows(conn, tenant, name, older)
-                    links = await _links(conn, tenant, ids + [i.id for i, _ in older_items])
-                    keyed = await _keyed(conn, tenant, ids)
+                        older_items = await exports.ledger_items(conn, tenant, name, older)
+                    links = await exports.links(conn, tenant, ids + [i.id for i, _ in older_items])
+                    keyed = await exports.keyed(conn, tenant, ids)
                 for item, deleted_at in older_items:
                     state = _state(item.id, links)
                     yield _line(item, name, links, state=state, deleted_at=deleted_at)
                 for item in chunk:
                     yield _line(item, name, links, keyed=keyed.get(item.id))
-
-
-async def _ledger_rows(
-    conn: AsyncConnection, tenant_id: str, provider: str, ids: Sequence[str]
-) -> list[tuple[MemoryItem, datetime | None]]:
-    """What the ledger kept of memories an external provider no longer has (their text, if
-    it was superseded rather than deleted by a user)."""
-    p = provider_memory.c
-    out: list[tuple[MemoryItem, datetime | None]] = []
-    for chunk in in_lists(list(ids)):
-        query = select(provider_memory).where(
-            and_(p.tenant_id == tenant_id, p.provider == provider, p.memory_id.in_(chunk))
-        )
-        for row in (await conn.execute(query)).all():
-            if not row.content:
-                continue
-            created = row.created_at.replace(tzinfo=UTC)
-            item = MemoryItem(
-                id=row.memory_id,
-                tenant_id=row.tenant_id,
-                user_id=row.user_id,
-                agent_id=row.agent_id,
-                cube_id=row.cube_id,
-                memory_type=row.memory_type,
-                content=row.content,
-                importance=int(row.importance),
-                source_event_ids=(),
-                created_at=created,
-            )
-            out.append((item, row.deleted_at))
-    out.sort(key=lambda pair: (pair[0].created_at, pair[0].id))
-    return out

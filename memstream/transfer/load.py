@@ -18,11 +18,12 @@ from tqdm import tqdm
 
 from memstream.changes.model import API
 from memstream.errors import MemstreamError
-from memstream.keyed import path_of, slot_of, upsert_keys
+from memstream.identity import content_hash
+from memstream.keyed import path_of, slot_of
 from memstream.memory import USER_PROFILE, NewMemory
 from memstream.providers.base import LongTermProvider
-from memstream.providers.identity import content_hash
 from memstream.providers.router import ProviderRouter
+from memstream.store import keys
 from memstream.transfer.lines import BadLine, MemoryLine, new_memory, parse_line
 
 BATCH = 100  # memories per write
@@ -132,7 +133,7 @@ class Importer:
                 }
             )
         async with self.engine.begin() as conn:
-            await conn.execute(upsert_keys(conn), rows)
+            await keys.put(conn, rows)
 
 
 def count_lines(path: Path) -> int:

@@ -17,7 +17,7 @@ from memstream.events.checks import summary_checks
 from memstream.longterm.models import SessionMessage
 from memstream.longterm.payloads import Session, candidates_of, dumps, loads
 from memstream.memory import USER_PROFILE, NewMemory
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.summaries import SummaryStore
 from memstream.streams.topics import dead_letter, lt_dedupe
@@ -76,7 +76,7 @@ async def test_persist_stores_the_plan_and_sends_nothing(
     )
     event = await persisting.put(dumps(session=session(tenant), store=[memory], expire=[]))
     await persisting.settled(event)
-    stored = await MySQLProvider(engine).list_live(tenant, "user-1", "agent-1")
+    stored = await BuiltinProvider(engine).list_live(tenant, "user-1", "agent-1")
     assert [(m.content, m.source_event_ids) for m in stored] == [
         ("The user speaks Welsh", ("p-0",))
     ]

@@ -15,11 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.topics import publish
 from memstream.memory import USER_PROFILE, NewMemory
-from memstream.providers.builtin import MySQLProvider, history
-from memstream.providers.builtin.history import HistoryIndex, day_terms
+from memstream.providers.builtin import BuiltinProvider
 from memstream.retrieval import document_terms, normalised, relevance
 from memstream.settings import Settings
+from memstream.store import turns as turn_search
 from memstream.store.messages import MessageStore, StoredMessage
+from memstream.store.turns import HistoryIndex, day_terms
 from memstream.text.terms import tokenize
 from memstream.text.tokens import count_tokens
 from tests.support.api import client_for
@@ -74,7 +75,7 @@ async def test_a_search_answers_the_passage_of_a_stored_turn_no_memory_holds(
             stored(tenant, 4, "user", "I bake on Sundays with my daughter.", user_id="u2"),
         ]
     )
-    provider = MySQLProvider(db)
+    provider = BuiltinProvider(db)
     query = "what gives sourdough its sour taste, lactic acid fermentation?"
     assert await provider.search(tenant, "u1", None, query) == []  # not indexed yet
     assert await HistoryIndex(db, tenant_id=tenant).run_until_done() == 5
@@ -91,7 +92,7 @@ async def test_a_search_answers_the_passage_of_a_stored_turn_no_memory_holds(
     assert [i.source_event_ids for i in await provider.search(tenant, "u2", None, "Sundays")] == [
         ("c1-4",)
     ]
-    assert await MySQLProvider(db, search_history=False).search(tenant, "u1", None, query) == []
+    assert await BuiltinProvider(db, search_history=False).search(tenant, "u1", None, query) == []
 
     # A memory citing the turn answers instead of its passage.
     await provider.add(
@@ -183,7 +184,7 @@ async def test_a_relative_date_in_the_question_finds_the_turns_of_that_day(
         ]
     )
     await HistoryIndex(db, tenant_id=tenant).run_until_done()
-    provider = MySQLProvider(db)
+    provider = BuiltinProvider(db)
     query = "What did we cook for dinner two weeks ago?"
     asked = datetime(2023, 5, 30, 9, 0)  # "two weeks ago": the week of 15 May 2023
     found = await provider.search(tenant, "u1", None, query, top_k=1, at=asked)
@@ -214,7 +215,7 @@ def okapi(
             read[term], spent = posted, spent + len(posted)
         else:
             unread[term] = len(posted)
-    k1, b = history.K1, history.B
+    k1, b = turn_search.K1, turn_search.B
     norms = {e: k1 * (1 - b) + k1 * b * d.length / average for e, d in docs.items()}
     scores = relevance(terms, len(docs), read, {}, norms, k1=k1, unread=unread)
     order = {t.event_id: n for n, t in enumerate(turns)}
@@ -257,15 +258,15 @@ async def test_the_turn_search_is_one_statement_ranking_as_okapi_bm25(db: AsyncE
     await MessageStore(db).insert_many(turns + hidden)
     await HistoryIndex(db, tenant_id=tenant).run_until_done()
     cases = [
-        ("rye starter", history.POSTINGS_BUDGET, 10),
-        ("rye rye starter crust, and the oven timer", history.POSTINGS_BUDGET, 5),
+        ("rye starter", turn_search.POSTINGS_BUDGET, 10),
+        ("rye rye starter crust, and the oven timer", turn_search.POSTINGS_BUDGET, 5),
         ("flour water salt unknownword", 40, 10),  # the common words left unread
-        ("dough", history.POSTINGS_BUDGET, 3),
+        ("dough", turn_search.POSTINGS_BUDGET, 3),
     ]
     for query, budget, top_k in cases:
         with statements(db) as seen:
             async with db.connect() as conn:
-                found = await history.search_turns(
+                found = await turn_search.search_turns(
                     conn, tenant, "u1", "a1", query, top_k, budget=budget
                 )
         assert len(seen) == 1, seen

@@ -12,14 +12,14 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.topics import publish
-from memstream.embeddings import blocks
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers import degraded
-from memstream.providers.builtin import MySQLProvider, sql
+from memstream.providers.builtin import BuiltinProvider
 from memstream.retrieval import RELATIVITY
 from memstream.settings import Settings
+from memstream.store import memory_rows, vector_blocks
 from memstream.store.database import create_engine
 from memstream.store.schema import long_term_memory, memory_embedding, memory_vector_block
 from tests.fakes.embeddings import EmbeddingScript, Fault
@@ -65,8 +65,8 @@ def backfill(
     )
 
 
-def hybrid(db: AsyncEngine, url: str, **options: float) -> MySQLProvider:
-    return MySQLProvider(db, embedder=client(url), **options)  # type: ignore[arg-type]
+def hybrid(db: AsyncEngine, url: str, **options: float) -> BuiltinProvider:
+    return BuiltinProvider(db, embedder=client(url), **options)  # type: ignore[arg-type]
 
 
 def now() -> datetime:
@@ -75,7 +75,7 @@ def now() -> datetime:
 
 async def packed(db: AsyncEngine, tenant: str, user: str = "u1") -> int:
     async with db.connect() as conn:
-        return await blocks.count(conn, tenant, user, MODEL)
+        return await vector_blocks.count(conn, tenant, user, MODEL)
 
 
 async def vector_count(db: AsyncEngine, tenant: str) -> int:
@@ -89,7 +89,7 @@ async def test_a_question_finds_a_memory_sharing_no_word_with_it(
 ) -> None:
     provider = hybrid(db, server)
     await provider.add([memory(tenant, fact) for fact in FACTS])
-    lexical = MySQLProvider(db)
+    lexical = BuiltinProvider(db)
     assert await lexical.search(tenant, "u1", None, QUESTION) == []
 
     done = await backfill(db, server, tenant).run_until_done()
@@ -146,7 +146,7 @@ async def test_vectors_of_deleted_memories_are_never_returned(
     stored = await provider.add([memory(tenant, fact) for fact in FACTS])
     await backfill(db, server, tenant).run_until_done()
     assert (await provider.search(tenant, "u1", None, QUESTION))[0].id == stored[0].id
-    await MySQLProvider(db).delete(tenant, [stored[0].id])  # another process deletes it
+    await BuiltinProvider(db).delete(tenant, [stored[0].id])  # another process deletes it
     assert await provider.search(tenant, "u1", None, QUESTION) == []
     assert await packed(db, tenant) == len(FACTS) - 1  # out of its block at once
     # Deleted by SQL: still in its block, never answered.
@@ -168,9 +168,9 @@ async def test_a_cold_process_finds_a_vector_only_hit(
 ) -> None:
     """Every search reads the user's packed vectors: a process that never saw the user
     finds a memory sharing no word with the question on its first search."""
-    stored = await MySQLProvider(db).add([memory(tenant, fact) for fact in FACTS])
+    stored = await BuiltinProvider(db).add([memory(tenant, fact) for fact in FACTS])
     await backfill(db, server, tenant).run_until_done()
-    assert await MySQLProvider(db).search(tenant, "u1", None, QUESTION) == []  # no shared word
+    assert await BuiltinProvider(db).search(tenant, "u1", None, QUESTION) == []  # no shared word
     cold = hybrid(db, server)
     hits = await cold.search(tenant, "u1", None, QUESTION)
     assert [h.id for h in hits][:1] == [stored[0].id]
@@ -183,7 +183,9 @@ async def test_an_erased_memory_leaves_its_block(db: AsyncEngine, server: str, t
     await backfill(db, server, tenant).run_until_done()
     await provider.delete(tenant, [stored[0].id], erase=True)
     async with db.connect() as conn:
-        found = blocks.matrix_of(await blocks.load(conn, tenant, "u1", MODEL), DIMENSION)
+        found = vector_blocks.matrix_of(
+            await vector_blocks.load(conn, tenant, "u1", MODEL), DIMENSION
+        )
     assert len(found) == len(FACTS) - 1 and stored[0].id not in found.ids
     assert await provider.search(tenant, "u1", None, QUESTION) == []
 
@@ -194,7 +196,7 @@ async def test_rows_written_by_sql_get_vectors_and_are_found_by_meaning(
     """A memory imported by SQL (no postings, no vector) is embedded and packed by the
     backfill; a vector imported by SQL (not in a block) is packed by the same ticks."""
     t = long_term_memory
-    row = sql.new_row(memory(tenant, VEGETARIAN), now())
+    row = memory_rows.new_row(memory(tenant, VEGETARIAN), now())
     async with db.begin() as conn:
         await conn.execute(t.insert().values(**row))
     provider = hybrid(db, server)
@@ -221,7 +223,7 @@ async def test_a_forget_through_another_replica_is_never_served(
     """A forget removes the rows outright, so the user's counts shrink: a replica whose
     cached index holds more than the table never serves what it holds."""
     replica = hybrid(db, server)
-    stored = await MySQLProvider(db).add([memory(tenant, fact) for fact in FACTS])
+    stored = await BuiltinProvider(db).add([memory(tenant, fact) for fact in FACTS])
     await backfill(db, server, tenant).run_until_done()
     assert (await replica.search(tenant, "u1", None, QUESTION))[0].id == stored[0].id
     t = long_term_memory
@@ -264,9 +266,9 @@ async def test_each_readable_cube_gets_its_share_of_vector_hits(
         script.meanings[new.content] = at_cosine(0.5, 0, 10 + n)
     for n, new in enumerate(agent):
         script.meanings[new.content] = at_cosine(0.2, 0, 350 + n)
-    await MySQLProvider(db).add([*profile, *agent])
+    await BuiltinProvider(db).add([*profile, *agent])
     await backfill(db, server, tenant).run_until_done()
-    provider = MySQLProvider(db, embedder=client(server), relativity=0.0)
+    provider = BuiltinProvider(db, embedder=client(server), relativity=0.0)
     hits = await provider.search(tenant, "u1", "a1", QUESTION, top_k=3)
     cubes = [h.cube_id for h in hits]
     assert cubes.count(agent_cube("a1")) == 2 and cubes.count(USER_PROFILE) == 3
@@ -274,7 +276,7 @@ async def test_each_readable_cube_gets_its_share_of_vector_hits(
 
 async def facts_embedded(
     db: AsyncEngine, server: str, tenant: str, query_timeout: float
-) -> MySQLProvider:
+) -> BuiltinProvider:
     """A hybrid provider over ``FACTS``, every one embedded."""
     provider = hybrid(db, server, query_timeout=query_timeout)
     await provider.add([memory(tenant, fact) for fact in FACTS])
@@ -282,7 +284,7 @@ async def facts_embedded(
     return provider
 
 
-async def settled(provider: MySQLProvider) -> bool:
+async def settled(provider: BuiltinProvider) -> bool:
     """Whether no query embedding the provider stopped waiting for is still running."""
     return not provider._late
 
@@ -357,7 +359,7 @@ async def test_an_endpoint_that_never_answers_is_left_alone(
 ) -> None:
     """Late answers pile up no further than the client's connections: then the endpoint
     is left alone, as after a failure."""
-    provider = MySQLProvider(db, embedder=client(server, timeout=20.0), query_timeout=0.1)
+    provider = BuiltinProvider(db, embedder=client(server, timeout=20.0), query_timeout=0.1)
     await provider.add([memory(tenant, fact) for fact in FACTS])
     await backfill(db, server, tenant).run_until_done()
     script.faults = [Fault(delay=3.0)] * (EmbeddingClient.MAX_CONNECTIONS + 1)
@@ -376,7 +378,7 @@ async def test_an_endpoint_that_never_answers_is_left_alone(
 
 
 async def test_a_search_without_a_collector_notes_nothing(db: AsyncEngine, tenant: str) -> None:
-    provider = MySQLProvider(db, embedder=client(f"http://127.0.0.1:{free_port()}/v1"))
+    provider = BuiltinProvider(db, embedder=client(f"http://127.0.0.1:{free_port()}/v1"))
     await provider.add([memory(tenant, fact) for fact in FACTS])
     hits = await provider.search(tenant, "u1", None, "cello")
     assert [h.content for h in hits] == ["The user plays the cello on weekends."]
@@ -385,18 +387,18 @@ async def test_a_search_without_a_collector_notes_nothing(db: AsyncEngine, tenan
 async def test_blocks_fill_up_and_users_keep_their_own(
     db: AsyncEngine, server: str, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(blocks, "BLOCK_MEMORIES", 4)
+    monkeypatch.setattr(vector_blocks, "BLOCK_MEMORIES", 4)
     users = ["u1", "u2"]
     for user in users:
         rows = [memory(tenant, f"{user} note {n} about trains.", user=user) for n in range(9)]
-        await MySQLProvider(db).add([*rows, memory(tenant, VEGETARIAN, user=user)])
+        await BuiltinProvider(db).add([*rows, memory(tenant, VEGETARIAN, user=user)])
     await backfill(db, server, tenant, batch_size=3, per_tick=3).run_until_done()
     provider = hybrid(db, server)
     for user in users:
         async with db.connect() as conn:
-            found = await blocks.load(conn, tenant, user, MODEL)
+            found = await vector_blocks.load(conn, tenant, user, MODEL)
         assert [b.memories for b in found] == [4, 4, 2]
-        assert len(set(blocks.matrix_of(found, DIMENSION).ids)) == 10
+        assert len(set(vector_blocks.matrix_of(found, DIMENSION).ids)) == 10
         hits = await provider.search(tenant, user, None, QUESTION)
         assert hits[0].content == VEGETARIAN and hits[0].user_id == user
     await provider.aclose()
@@ -405,7 +407,7 @@ async def test_blocks_fill_up_and_users_keep_their_own(
 async def test_backfill_batches_bounds_each_tick_and_skips_deleted(
     db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str
 ) -> None:
-    provider = MySQLProvider(db)
+    provider = BuiltinProvider(db)
     stored = await provider.add([memory(tenant, f"Fact number {n}.") for n in range(12)])
     await provider.delete(tenant, [stored[0].id])
     job = backfill(db, server, tenant, batch_size=3, per_tick=7)
@@ -430,7 +432,7 @@ async def test_backfill_batches_bounds_each_tick_and_skips_deleted(
 async def test_backfill_retries_on_the_next_tick_when_the_endpoint_fails(
     db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str
 ) -> None:
-    await MySQLProvider(db).add([memory(tenant, fact) for fact in FACTS])
+    await BuiltinProvider(db).add([memory(tenant, fact) for fact in FACTS])
     job = backfill(db, server, tenant, max_attempts=2, pause=0.3)
     script.faults = [503, 503, 503, 503]  # the batch (twice) and the probe (twice)
     failed = await job.tick()
@@ -454,7 +456,7 @@ async def test_backfill_retries_on_the_next_tick_when_the_endpoint_fails(
 async def test_backfill_passes_over_a_text_the_endpoint_refuses(
     db: AsyncEngine, script: EmbeddingScript, server: str, tenant: str
 ) -> None:
-    stored = await MySQLProvider(db).add(
+    stored = await BuiltinProvider(db).add(
         [memory(tenant, f"Item {n} on the list.") for n in range(3)]
     )
     # The batch is refused, the probe answered, then the second memory alone is refused.
@@ -478,7 +480,7 @@ async def restamp(db: AsyncEngine, ids: list[str], seconds_ago: float) -> None:
 async def test_backfill_embeds_new_memories_before_an_old_backlog(
     db: AsyncEngine, server: str, tenant: str
 ) -> None:
-    provider = MySQLProvider(db)
+    provider = BuiltinProvider(db)
     backlog = await provider.add([memory(tenant, f"Old fact number {n}.") for n in range(4)])
     await restamp(db, [m.id for m in backlog], 2 * 86400)
     (new,) = await provider.add([memory(tenant, "Written just now.")])
@@ -494,7 +496,7 @@ async def test_backfill_sees_rows_committed_late_with_an_earlier_time(
     db: AsyncEngine, server: str, tenant: str
 ) -> None:
     job = EmbeddingBackfill(db, client(server), lookback_seconds=60, tenant_id=tenant)
-    provider = MySQLProvider(db)
+    provider = BuiltinProvider(db)
     await provider.add([memory(tenant, "Written first.")])
     assert (await job.run_until_done()).stored == 1
 

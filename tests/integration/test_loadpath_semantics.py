@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.broker.topics import publish
 from memstream.memory import NewMemory
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.settings import Settings
 from memstream.store.cache import RedisCache
 from memstream.store.messages import MessageStore, StoredMessage
@@ -512,13 +512,13 @@ async def test_a_kept_answer_serves_its_fresh_time_and_this_process_writes_at_on
     def memory(content: str) -> NewMemory:
         return NewMemory(tenant, "u1", "a1", "user_profile", "pref_mem", content)
 
-    async def found(provider: MySQLProvider, query: str) -> list[str]:
+    async def found(provider: BuiltinProvider, query: str) -> list[str]:
         return [m.content for m in await provider.search(tenant, "u1", "a1", query)]
 
     # What another process writes is searchable once the fresh time is over; what this one
     # writes or deletes, at once. A kept answer is checked live on every hit, so a delete
     # through another process is never served either (tests/integration/test_postings_search.py).
-    api, worker = MySQLProvider(engine, fresh_seconds=0.5), MySQLProvider(engine)
+    api, worker = BuiltinProvider(engine, fresh_seconds=0.5), BuiltinProvider(engine)
     await worker.add([memory("The user drinks green tea every morning")])
     assert await found(api, "green tea") == ["The user drinks green tea every morning"]
     await worker.add([memory("The user plays the cello on Sundays")])

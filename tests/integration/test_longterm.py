@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from memstream.broker.groups import caught_up
 from memstream.broker.topics import publish
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.settings import Settings
 from memstream.store.messages import MessageStore
 from memstream.store.schema import conversation_summary, long_term_memory
@@ -88,7 +88,7 @@ async def test_a_session_end_turns_facts_into_memories_for_the_next_session(
     assert any(cube == "agent_agent-1" and "bullet" in c.lower() for cube, c in memories)
     assert not any("hi there" in c.lower() for _, c in memories)
 
-    provider = MySQLProvider(engine)
+    provider = BuiltinProvider(engine)
     stored = await provider.list_live(tenant, "user-1", "agent-1")
     assert all(item.source_event_ids for item in stored)
     assert all(e.startswith("s1-") for item in stored for e in item.source_event_ids)
@@ -173,7 +173,7 @@ async def test_episodes_keep_what_was_said_dated_and_once(settings, tenant, engi
     await publish(settings, "session-ended", [ended(tenant, "ep1")])
 
     async def episodes() -> list[Any]:
-        stored = await MySQLProvider(engine).list_live(tenant, "user-1", "agent-1")
+        stored = await BuiltinProvider(engine).list_live(tenant, "user-1", "agent-1")
         return [m for m in stored if m.kind == "episode"]
 
     async def both() -> bool:

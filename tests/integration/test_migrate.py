@@ -26,11 +26,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.identity import content_hash
 from memstream.memory import USER_PROFILE, NewMemory
-from memstream.providers.builtin import MySQLProvider
-from memstream.providers.builtin.postings import TermBackfill
-from memstream.providers.identity import content_hash
+from memstream.providers.builtin import BuiltinProvider
 from memstream.store.database import create_engine, migrate
+from memstream.store.postings import TermBackfill
 
 pytestmark = pytest.mark.integration
 
@@ -128,7 +128,7 @@ async def test_migrate_adds_what_an_old_database_lacks(url: str) -> None:
         assert "ix_embedding_user" in embedding_indexes
 
         # The old row reads as a fact with no date; new rows carry their kind and date.
-        provider = MySQLProvider(engine)
+        provider = BuiltinProvider(engine)
         [item] = await provider.list_live("t", "u1", None)
         assert (item.id, item.kind, item.occurred_at) == ("old-1", "fact", None)
         said = datetime(2025, 5, 2, 9, 30)
@@ -177,7 +177,7 @@ async def test_migrate_fills_in_the_impacts_of_postings_written_without_them(url
             await conn.run_sync(before_impacts.create_all)
         await migrate(url)  # every other table as it is now
         # A memory and its postings as the release before wrote them: no cube, no impact.
-        provider = MySQLProvider(engine)
+        provider = BuiltinProvider(engine)
         [stored] = await provider.add(
             [NewMemory("t", "old", None, USER_PROFILE, "text_mem", OLD_CONTENT)]
         )

@@ -12,13 +12,13 @@ import pytest
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.identity import content_hash
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube, readable_cubes
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.providers.builtin.index_cache import UserIndexCache
-from memstream.providers.builtin.postings import TermBackfill
 from memstream.providers.builtin.ranking import lexical_pools, pick_lexical
-from memstream.providers.identity import content_hash
 from memstream.retrieval import MMR_LAMBDA, RELATIVITY
+from memstream.store.postings import TermBackfill
 from memstream.store.schema import long_term_memory, memory_term
 from memstream.text.terms import tokenize
 from tests.support.databases import db, statements
@@ -116,9 +116,9 @@ async def in_memory_search(
 async def test_a_process_that_never_saw_the_user_ranks_as_the_index_did(
     db: AsyncEngine, tenant: str
 ) -> None:
-    await MySQLProvider(db).add(memories(tenant, 400))
+    await BuiltinProvider(db).add(memories(tenant, 400))
     for n, query in enumerate(QUERIES):
-        cold = MySQLProvider(db)  # a fresh API process, or another replica
+        cold = BuiltinProvider(db)  # a fresh API process, or another replica
         with statements(db) as seen:
             found = await cold.search(tenant, "u1", "a1" if n % 2 else None, query)
         # One statement: the postings of the query's terms scored, only the pool's rows read.
@@ -130,10 +130,10 @@ async def test_a_process_that_never_saw_the_user_ranks_as_the_index_did(
 
 
 async def test_the_statements_do_not_grow_with_the_user(db: AsyncEngine, tenant: str) -> None:
-    provider = MySQLProvider(db)
+    provider = BuiltinProvider(db)
     await provider.add(memories(tenant, 1200, user="big"))
     with statements(db) as seen:
-        assert await MySQLProvider(db).search(tenant, "big", None, "cello concert", top_k=30)
+        assert await BuiltinProvider(db).search(tenant, "big", None, "cello concert", top_k=30)
     assert len(seen) == 1
 
 
@@ -147,7 +147,7 @@ async def postings_of(db: AsyncEngine, tenant: str, memory_id: str) -> int:
 async def test_a_delete_through_another_process_is_never_served(
     db: AsyncEngine, tenant: str
 ) -> None:
-    reader, writer = MySQLProvider(db), MySQLProvider(db)  # two API replicas
+    reader, writer = BuiltinProvider(db), BuiltinProvider(db)  # two API replicas
     stored = await writer.add(memories(tenant, 60))
     query = "cello concert"
     before = await reader.search(tenant, "u1", None, query)
@@ -174,7 +174,7 @@ async def test_a_delete_through_another_process_is_never_served(
 
 
 async def test_forgetting_a_user_removes_the_postings(db: AsyncEngine, tenant: str) -> None:
-    reader, writer = MySQLProvider(db), MySQLProvider(db)
+    reader, writer = BuiltinProvider(db), BuiltinProvider(db)
     stored = await writer.add(memories(tenant, 30))
     assert await reader.search(tenant, "u1", None, "cello concert coffee tea")
     assert sorted(await writer.delete_user(tenant, "u1")) == sorted(m.id for m in stored)
@@ -185,7 +185,7 @@ async def test_forgetting_a_user_removes_the_postings(db: AsyncEngine, tenant: s
 async def test_rows_imported_by_sql_are_indexed_by_the_backfill(
     db: AsyncEngine, tenant: str
 ) -> None:
-    provider = MySQLProvider(db)
+    provider = BuiltinProvider(db)
     content = "The user restores antique harpsichords in Leipzig."
     # Any id: one with the separators the postings are joined with is read row by row.
     ids = [f"import-{tenant}", f"odd\x1fid\x1e-{tenant}"]
@@ -221,7 +221,7 @@ async def test_a_kept_answer_never_serves_what_another_replica_deleted(
 ) -> None:
     # Answers kept for a minute: a delete or a forget through another replica still shows
     # at once, and the answer is searched again.
-    reader, writer = MySQLProvider(db, fresh_seconds=60), MySQLProvider(db)
+    reader, writer = BuiltinProvider(db, fresh_seconds=60), BuiltinProvider(db)
     await writer.add(memories(tenant, 60))
     query = "cello concert"
     before = await reader.search(tenant, "u1", None, query)

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.memory import NewMemory
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.settings import Settings
 from memstream.store.database import create_engine
 from memstream.store.messages import MessageStore
@@ -134,7 +134,7 @@ async def test_reads_come_from_the_replica(
     # Rows written on the replica alone (the primary never has them): whatever answers with
     # them read the replica.
     await out_of_the_primarys_way(replica)
-    await MySQLProvider(replica).add([memory(tenant, "u1", "The user keeps bees")])
+    await BuiltinProvider(replica).add([memory(tenant, "u1", "The user keeps bees")])
     await MessageStore(replica).insert_many(chat(tenant, "c1", alternating(4)))
     try:
         async with client_for(replica_settings()) as api:
@@ -169,7 +169,7 @@ async def test_the_apis_own_writes_are_read_back_while_the_replica_lags(
         assert await search(api, tenant, "u1", "bees") == ["The user keeps bees"]
         # Written on the primary by another process (the worker, another API replica): not
         # seen until the replica has it.
-        await MySQLProvider(engine).add([memory(tenant, "u2", "The user plays chess")])
+        await BuiltinProvider(engine).add([memory(tenant, "u2", "The user plays chess")])
         assert await search(api, tenant, "u2", "chess") == []
         # A forget through the API is seen at once too.
         forgot = await api.delete("/v1/users/u1/memories", params={"tenant_id": tenant})
@@ -246,7 +246,7 @@ async def test_a_lagging_replica_is_bypassed_until_it_catches_up(
             assert "memstream_database_replica_lag_seconds NaN" in metrics
             # Written on the primary by another process, which the stopped replica lacks: the
             # API reads the primary, so its memories and messages are all there.
-            await MySQLProvider(engine).add([memory(tenant, "u2", "The user plays chess")])
+            await BuiltinProvider(engine).add([memory(tenant, "u2", "The user plays chess")])
             await MessageStore(engine).insert_many(chat(tenant, "c2", alternating(2)))
             assert await search(api, tenant, "u2", "chess") == ["The user plays chess"]
             messages = await api.get("/v1/conversations/c2/messages", params={"tenant_id": tenant})

@@ -11,7 +11,7 @@ from sqlalchemy import insert, select
 from memstream.broker.topics import ensure_topics, publish
 from memstream.longterm.models import Candidate
 from memstream.longterm.payloads import Session, dumps
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.settings import Settings
 from memstream.store.schema import redriven_letter
 from memstream.topology import PUBLIC_TOPICS, internal_topics
@@ -110,7 +110,7 @@ async def test_dead_letters_are_listed_and_redriven_once(services, tenant, engin
     ]
 
     async def stored() -> bool:
-        items = await MySQLProvider(engine).list_live(tenant, "user-1", "agent-1")
+        items = await BuiltinProvider(engine).list_live(tenant, "user-1", "agent-1")
         return any("two cats" in item.content for item in items)
 
     await eventually(stored, what="the redriven memory stored")

@@ -15,10 +15,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory
-from memstream.providers.builtin import MySQLProvider, postings
+from memstream.providers.builtin import BuiltinProvider
 from memstream.providers.builtin import provider as provider_module
 from memstream.providers.builtin.provider import INLINE_WORK
 from memstream.providers.builtin.ranking import pool_size
+from memstream.store import postings
 from memstream.text.terms import phrases, tokenize
 from tests.support.databases import db
 from tests.support.embeddings import client, script, server
@@ -53,7 +54,7 @@ def shared_vocabulary(tenant: str, user: str, n: int) -> list[NewMemory]:
 async def test_a_shared_vocabulary_is_read_within_the_budget_and_answers_right(
     db: AsyncEngine, tenant: str
 ) -> None:
-    await MySQLProvider(db).add(shared_vocabulary(tenant, "u1", 300))
+    await BuiltinProvider(db).add(shared_vocabulary(tenant, "u1", 300))
     query = f"{SHARED} marker17"
     terms = tokenize(query)
     async with db.connect() as conn:
@@ -67,8 +68,8 @@ async def test_a_shared_vocabulary_is_read_within_the_budget_and_answers_right(
     assert found.unread and set(found.unread.values()) == {300}
     assert found.n_docs == 300
 
-    bounded = await MySQLProvider(db, postings_budget=1_000).search(tenant, "u1", None, query)
-    whole = await MySQLProvider(db).search(tenant, "u1", None, query)
+    bounded = await BuiltinProvider(db, postings_budget=1_000).search(tenant, "u1", None, query)
+    whole = await BuiltinProvider(db).search(tenant, "u1", None, query)
     assert bounded[0].content.endswith(" marker17")
     assert whole[0].content.endswith(" marker17")
     # The unread terms are in every memory alike: only the rarest's hit rises above the rest.
@@ -97,7 +98,7 @@ def held_in_a_thread(
 
 
 async def served_while_held(
-    provider: MySQLProvider,
+    provider: BuiltinProvider,
     tenant: str,
     query: str,
     ranking: asyncio.Event,
@@ -117,7 +118,7 @@ async def test_a_lexical_search_reads_only_its_pool_whatever_its_terms_touch(
     db: AsyncEngine, tenant: str
 ) -> None:
     # Every memory holds every query term: the database scores them all and sends the pool.
-    await MySQLProvider(db).add(shared_vocabulary(tenant, "big", 400))
+    await BuiltinProvider(db).add(shared_vocabulary(tenant, "big", 400))
     query = f"{SHARED} marker5"
     terms = tokenize(query)
     async with db.connect() as conn:
@@ -127,14 +128,14 @@ async def test_a_lexical_search_reads_only_its_pool_whatever_its_terms_touch(
     assert len(found) == pool_size(10) == 30
     assert found[0].item.content.endswith(" marker5")
     assert [r.relevance for r in found] == sorted((r.relevance for r in found), reverse=True)
-    answer = await MySQLProvider(db).search(tenant, "big", None, query)
+    answer = await BuiltinProvider(db).search(tenant, "big", None, query)
     assert answer[0].id == found[0].item.id and len(answer) <= 10
 
 
 async def test_a_hybrid_search_over_many_memories_ranks_off_the_loop(
     db: AsyncEngine, server: str, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    provider = MySQLProvider(db, embedder=client(server))
+    provider = BuiltinProvider(db, embedder=client(server))
     await provider.add(shared_vocabulary(tenant, "small", 3))
     await provider.add(shared_vocabulary(tenant, "big", 3))
     done = await EmbeddingBackfill(

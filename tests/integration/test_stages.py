@@ -18,7 +18,7 @@ from memstream.failure.tiers import Failing, RetryPolicy, RetryRecord, tier_topi
 from memstream.longterm.models import Candidate, SessionMessage
 from memstream.longterm.payloads import Session, dumps
 from memstream.memory import USER_PROFILE, NewMemory
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.settings import Settings
 from memstream.store.summaries import SummaryStore
 from memstream.topology import PUBLIC_TOPICS, internal_topics
@@ -63,7 +63,7 @@ def planned(tenant: str, conversation: str, text: str) -> bytes:
 
 
 async def memories(engine: AsyncEngine, tenant: str, user: str = "user-1") -> str:
-    items = await MySQLProvider(engine).list_live(tenant, user, "agent-1")
+    items = await BuiltinProvider(engine).list_live(tenant, user, "agent-1")
     return " | ".join(sorted(item.content.lower() for item in items))
 
 

@@ -18,9 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from memstream import readiness, tracing
 from memstream.broker.clients import producer
 from memstream.broker.topics import ensure_topics, records_until_now
-from memstream.changes.history import history
 from memstream.events.deadletter import SourceRecord, dead_letter
 from memstream.settings import Settings
+from memstream.store.memory_history import history
 from memstream.store.schema import long_term_memory
 from memstream.topology import PUBLIC_TOPICS, internal_topics
 from memstream_client.publisher import Publisher, SyncPublisher

@@ -8,7 +8,7 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.memory import NewMemory
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.schema import long_term_memory
 
@@ -40,7 +40,7 @@ async def seed(engine: AsyncEngine, tenant: str) -> None:
     msgs += [message(tenant, "c3", i, T0 + timedelta(hours=2, minutes=i)) for i in range(3)]
     await store.insert_many(msgs)
 
-    provider = MySQLProvider(engine)
+    provider = BuiltinProvider(engine)
     specs: list[tuple[str | None, str, str, int, datetime]] = [
         ("a1", "agent_a1", "text_mem", 5, T0 + timedelta(minutes=5)),
         ("a1", "agent_a1", "text_mem", 7, T0 + timedelta(minutes=6)),

@@ -1,10 +1,10 @@
 """The search over stored turns: a turn's best passage, its line, and the merge with the
-memories (pure functions of memstream.providers.builtin.history)."""
+memories (pure functions of memstream.store.turns)."""
 
 from datetime import UTC, datetime
 
 from memstream.memory import USER_PROFILE, MemoryItem
-from memstream.providers.builtin.history import (
+from memstream.store.turns import (
     PASSAGE_CHARS,
     merge,
     passage,

@@ -3,27 +3,18 @@
 
 from __future__ import annotations
 
-import io
-import tokenize
 from pathlib import Path
+
+from tests.support.sources import import_lines, imported_from
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = ("memstream", "agents", "streams", "tables")
 
 
 def schema_imports(path: Path) -> list[list[str]]:
-    """The names after ``import`` of each ``from memstream.store.schema import ...`` of
-    ``path``, read from its tokens (not ``ast.parse``: on Python 3.11 parsing while another
-    thread does fails with "AST constructor recursion depth mismatch")."""
-    source = io.StringIO(path.read_text(encoding="utf-8"))
-    lines: list[list[str]] = [[]]
-    for token in tokenize.generate_tokens(source.readline):
-        if token.type == tokenize.NEWLINE:
-            lines.append([])
-        elif token.type in (tokenize.NAME, tokenize.OP) and token.string not in "(),":
-            lines[-1].append(token.string)
-    head = ["from", "memstream", ".", "store", ".", "schema", "import"]
-    return [line[len(head) :] for line in lines if line[: len(head)] == head]
+    """The names after ``import`` of each ``from memstream.store.schema import ...``."""
+    found = [imported_from(line) for line in import_lines(path) if line[0] == "from"]
+    return [names for module, names in found if module == "memstream.store.schema"]
 
 
 def test_no_table_is_imported_under_a_one_letter_name() -> None:

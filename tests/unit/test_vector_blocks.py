@@ -10,9 +10,9 @@ from typing import Literal
 import numpy as np
 import pytest
 
-from memstream.embeddings import blocks
 from memstream.memory import USER_PROFILE, MemoryItem
 from memstream.providers.builtin.ranking import hybrid_candidates, pick_hybrid
+from memstream.store import vector_blocks
 
 DIMS = 384
 
@@ -25,56 +25,56 @@ def unit_rows(n: int, seed: int = 7) -> np.ndarray:
 def test_quantised_cosines_stay_within_two_thousandths() -> None:
     vectors = unit_rows(200)
     query = unit_rows(1, seed=8)[0]
-    codes, scales = blocks.quantise(vectors)
+    codes, scales = vector_blocks.quantise(vectors)
     assert codes.dtype == np.int8 and scales.dtype == np.float32
-    matrix = blocks.Matrix(tuple(map(str, range(200))), ("c",) * 200, codes, scales)
+    matrix = vector_blocks.Matrix(tuple(map(str, range(200))), ("c",) * 200, codes, scales)
     assert np.max(np.abs(matrix.cosines(query) - vectors @ query)) < 2e-3
 
 
 def test_a_zero_vector_quantises_to_zeros() -> None:
-    codes, scales = blocks.quantise(np.zeros((1, DIMS), dtype=np.float32))
+    codes, scales = vector_blocks.quantise(np.zeros((1, DIMS), dtype=np.float32))
     assert not codes.any() and scales[0] == 1.0
 
 
 def test_a_block_reads_back_as_written() -> None:
-    codes, scales = blocks.quantise(unit_rows(3))
+    codes, scales = vector_blocks.quantise(unit_rows(3))
     ids, cubes = ["a", "b", "c"], [USER_PROFILE, "agent_x", USER_PROFILE]
-    raw_ids, raw_vectors = blocks.encode(ids, cubes, codes, scales)
+    raw_ids, raw_vectors = vector_blocks.encode(ids, cubes, codes, scales)
     assert len(raw_vectors) == 3 * (4 + DIMS)
-    back = blocks.decode(3, DIMS, raw_ids, raw_vectors)
+    back = vector_blocks.decode(3, DIMS, raw_ids, raw_vectors)
     assert back is not None
     assert back.ids == tuple(ids) and back.cubes == tuple(cubes)
     assert np.array_equal(back.codes, codes) and np.array_equal(back.scales, scales)
 
 
 def test_a_block_written_wrong_is_never_misread() -> None:
-    codes, scales = blocks.quantise(unit_rows(2))
-    raw_ids, raw_vectors = blocks.encode(["a", "b"], ["c", "c"], codes, scales)
-    assert blocks.decode(3, DIMS, raw_ids, raw_vectors) is None  # count
-    assert blocks.decode(2, DIMS + 1, raw_ids, raw_vectors) is None  # dimension
-    assert blocks.decode(2, DIMS, raw_ids, raw_vectors[:-1]) is None  # truncated
-    odd_ids, odd_vectors = blocks.encode(["a\x1fb", "c"], ["c", "c"], codes, scales)
-    assert blocks.decode(2, DIMS, odd_ids, odd_vectors) is None  # a separator in an id
+    codes, scales = vector_blocks.quantise(unit_rows(2))
+    raw_ids, raw_vectors = vector_blocks.encode(["a", "b"], ["c", "c"], codes, scales)
+    assert vector_blocks.decode(3, DIMS, raw_ids, raw_vectors) is None  # count
+    assert vector_blocks.decode(2, DIMS + 1, raw_ids, raw_vectors) is None  # dimension
+    assert vector_blocks.decode(2, DIMS, raw_ids, raw_vectors[:-1]) is None  # truncated
+    odd_ids, odd_vectors = vector_blocks.encode(["a\x1fb", "c"], ["c", "c"], codes, scales)
+    assert vector_blocks.decode(2, DIMS, odd_ids, odd_vectors) is None  # a separator in an id
     found = [
-        blocks.Block(DIMS, 2, raw_ids, raw_vectors),
-        blocks.Block(DIMS, 2, raw_ids, raw_vectors[:-1]),
-        blocks.Block(DIMS + 1, 2, raw_ids, raw_vectors),
+        vector_blocks.Block(DIMS, 2, raw_ids, raw_vectors),
+        vector_blocks.Block(DIMS, 2, raw_ids, raw_vectors[:-1]),
+        vector_blocks.Block(DIMS + 1, 2, raw_ids, raw_vectors),
     ]
-    assert blocks.matrix_of(found, DIMS).ids == ("a", "b")
+    assert vector_blocks.matrix_of(found, DIMS).ids == ("a", "b")
     with pytest.raises(ValueError):
-        blocks.encode(["a"], ["c", "c"], codes, scales)
+        vector_blocks.encode(["a"], ["c", "c"], codes, scales)
 
 
 def test_blocks_join_in_order_and_lose_deleted_rows() -> None:
-    codes, scales = blocks.quantise(unit_rows(4))
-    first = blocks.Matrix(("a", "b"), ("c", "c"), codes[:2], scales[:2])
-    second = blocks.Matrix(("x", "y"), ("c", "d"), codes[2:], scales[2:])
-    joined = blocks.join([first, second], DIMS)
+    codes, scales = vector_blocks.quantise(unit_rows(4))
+    first = vector_blocks.Matrix(("a", "b"), ("c", "c"), codes[:2], scales[:2])
+    second = vector_blocks.Matrix(("x", "y"), ("c", "d"), codes[2:], scales[2:])
+    joined = vector_blocks.join([first, second], DIMS)
     assert joined.ids == ("a", "b", "x", "y") and joined.codes.shape == (4, DIMS)
-    left = blocks.without(joined, {"b", "y"})
+    left = vector_blocks.without(joined, {"b", "y"})
     assert left.ids == ("a", "x") and left.cubes == ("c", "c")
     assert np.array_equal(left.codes, codes[[0, 2]])
-    assert len(blocks.join([], DIMS)) == 0
+    assert len(vector_blocks.join([], DIMS)) == 0
 
 
 @dataclass

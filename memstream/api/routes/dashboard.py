@@ -15,14 +15,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
-from sqlalchemy import func, select
 
 from memstream.api.auth import check_operator
 from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
 from memstream.pipeline import Pipeline
 from memstream.snapshot import kept
-from memstream.store.schema import conversation_message
 
 router = APIRouter()
 
@@ -64,9 +62,5 @@ async def tenants(services: ServicesDep) -> dict[str, Any]:
     API keys set, none (a key names its own tenant)."""
     if not services.settings.api_open:
         return {"open": False, "tenants": []}
-    t = conversation_message
-    latest = func.max(t.c.created_at)
-    query = select(t.c.tenant_id).group_by(t.c.tenant_id).order_by(latest.desc())
-    async with services.engine.connect() as conn:
-        found = (await conn.execute(query.limit(_TENANTS_SHOWN))).scalars().all()
-    return {"open": True, "tenants": list(found)}
+    found = await services.messages.active_tenants(_TENANTS_SHOWN)
+    return {"open": True, "tenants": found}

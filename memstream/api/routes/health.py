@@ -11,11 +11,11 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
 
 from memstream import readiness
 from memstream.api.services import Services, ServicesDep
 from memstream.snapshot import kept
+from memstream.store.database import ping
 
 router = APIRouter()
 
@@ -62,8 +62,7 @@ async def _readiness(services: Services) -> dict[str, str]:
     """``ok``, ``disabled`` or ``error: <exception class>`` for each service, 2 s each at most."""
 
     async def database() -> str:
-        async with services.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+        await ping(services.engine)
         return "ok"
 
     async def cache() -> str:

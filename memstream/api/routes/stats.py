@@ -1,56 +1,32 @@
-"""``/v1/stats``: operational figures of one tenant for the dashboard (``/dashboard``).
-
-Memories are counted wherever they live: the built-in store's ``long_term_memory`` and the
-ledger of what memstream wrote to MemOS and Mem0 (``provider_memory``, memstream.store.ledger).
-Every query is a GROUP BY on an index that covers it (``ix_message_tenant_time``,
-``ix_memory_tenant_time``, ``ix_memory_tenant_cube``, ``ix_memory_cube_time``, their
-``ix_provider_memory_*`` twins, the primary key of ``search_stat``), so it reads one tenant's
-index range and never a table row. Time buckets are truncated in the database (``DATE_FORMAT``
-on MySQL/MariaDB, ``strftime`` on SQLite) and answered zero-filled, in UTC.
-"""
+"""``/v1/stats``: operational figures of one tenant for the dashboard (``/dashboard``), counted
+in the database by ``memstream.store.stats`` and answered here zero-filled, in UTC."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
-from sqlalchemy import ColumnElement, Row, Table, func, literal, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.api.auth import check_tenant
 from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
 from memstream.memory import MEMORY_TYPES, USER_PROFILE
+from memstream.store import stats
 from memstream.store.messages import utc_naive
-from memstream.store.schema import conversation_message as messages
-from memstream.store.schema import long_term_memory as memories
-from memstream.store.schema import provider_memory, search_stat
 from memstream.store.searchstats import LATENCY_BUCKETS, latency_quantile
+from memstream.store.stats import Bucket
 from memstream_client.contract.api import Id
 
 router = APIRouter()
 
-Bucket = Literal["hour", "day"]
 _STEP = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
-_FORMAT = {"hour": "%Y-%m-%d %H:00:00", "day": "%Y-%m-%d 00:00:00"}
 _DEFAULT_RANGE = {"hour": timedelta(hours=24), "day": timedelta(days=30)}
 MAX_BUCKETS = 1000
 TOP_AGENTS = 10
 NEWEST = 20
 _CUBE = re.compile(r"^(user_profile|agent_.{1,128})$")
-# Each table of memories with the provider its rows live in.
-_STORES: tuple[tuple[Table, ColumnElement[Any]], ...] = (
-    (memories, literal("MYSQL")),
-    (provider_memory, provider_memory.c.provider),
-)
-
-
-def _truncated(engine: AsyncEngine, column: Any, bucket: Bucket) -> ColumnElement[Any]:
-    if engine.dialect.name == "sqlite":
-        return func.strftime(_FORMAT[bucket], column)
-    return func.date_format(column, _FORMAT[bucket])
 
 
 def _parse_bucket(value: Any) -> datetime:
@@ -123,29 +99,7 @@ async def overview(
 ) -> dict[str, Any]:
     """Messages, conversations, live memories by type, cube and provider, top agents."""
     check_tenant(request, tenant_id)
-    engine = services.reads.current()
-    async with engine.connect() as conn:
-        counted = (
-            await conn.execute(
-                select(func.count(), func.count(func.distinct(messages.c.conversation_id))).where(
-                    messages.c.tenant_id == tenant_id
-                )
-            )
-        ).one()
-        groups: list[Row[Any]] = []
-        for table, provider in _STORES:
-            found = await conn.execute(
-                select(
-                    provider,
-                    table.c.cube_id,
-                    table.c.memory_type,
-                    table.c.agent_id,
-                    func.count(),
-                )
-                .where(table.c.tenant_id == tenant_id, table.c.deleted_at.is_(None))
-                .group_by(provider, table.c.cube_id, table.c.memory_type, table.c.agent_id)
-            )
-            groups += found.all()
+    messages, conversations, groups = await stats.overview(services.reads.current(), tenant_id)
     by_type = dict.fromkeys(MEMORY_TYPES, 0)
     by_cube: dict[str, int] = {}
     by_agent: dict[str, int] = {}
@@ -159,8 +113,8 @@ async def overview(
     top = sorted(by_agent.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_AGENTS]
     return {
         "tenant_id": tenant_id,
-        "messages": int(counted[0]),
-        "conversations": int(counted[1]),
+        "messages": messages,
+        "conversations": conversations,
         "memories": {
             "total": sum(by_type.values()),
             "by_type": by_type,
@@ -188,36 +142,15 @@ async def trends(
     index = span.index()
     by_type = {m: [0] * len(span.buckets) for m in MEMORY_TYPES}
     per_bucket = [0] * len(span.buckets)
-    msg_bucket = _truncated(engine, messages.c.created_at, bucket)
-    async with engine.connect() as conn:
-        for table, _ in _STORES:
-            mem_bucket = _truncated(engine, table.c.created_at, bucket)
-            created = await conn.execute(
-                select(mem_bucket, table.c.memory_type, func.count())
-                .where(
-                    table.c.tenant_id == tenant_id,
-                    table.c.created_at >= span.start,
-                    table.c.created_at < span.end,
-                )
-                .group_by(mem_bucket, table.c.memory_type)
-            )
-            for at, memory_type, count in created.all():
-                i = index.get(_parse_bucket(at))
-                if i is not None:
-                    by_type.setdefault(memory_type, [0] * len(span.buckets))[i] += count
-        stored = await conn.execute(
-            select(msg_bucket, func.count())
-            .where(
-                messages.c.tenant_id == tenant_id,
-                messages.c.created_at >= span.start,
-                messages.c.created_at < span.end,
-            )
-            .group_by(msg_bucket)
-        )
-        for at, count in stored.all():
-            i = index.get(_parse_bucket(at))
-            if i is not None:
-                per_bucket[i] += count
+    created, stored = await stats.created(engine, tenant_id, span.start, span.end, bucket)
+    for at, memory_type, count in created:
+        i = index.get(_parse_bucket(at))
+        if i is not None:
+            by_type.setdefault(memory_type, [0] * len(span.buckets))[i] += count
+    for at, count in stored:
+        i = index.get(_parse_bucket(at))
+        if i is not None:
+            per_bucket[i] += count
     return {"tenant_id": tenant_id, **span.head(), "memories": by_type, "messages": per_bucket}
 
 
@@ -233,39 +166,7 @@ async def cube(
     if not _CUBE.match(cube_id):
         raise ApiError(422, "invalid_cube", f"cube_id must be {USER_PROFILE!r} or 'agent_<id>'")
     engine = services.reads.current()
-    groups: list[Row[Any]] = []
-    newest: list[Row[Any]] = []
-    async with engine.connect() as conn:
-        for table, provider in _STORES:
-            live = (
-                table.c.tenant_id == tenant_id,
-                table.c.cube_id == cube_id,
-                table.c.deleted_at.is_(None),
-            )
-            found = await conn.execute(
-                select(table.c.memory_type, table.c.importance, func.count())
-                .where(*live)
-                .group_by(table.c.memory_type, table.c.importance)
-            )
-            groups += found.all()
-            key = table.c.id if table is memories else table.c.memory_id
-            found = await conn.execute(
-                select(
-                    key.label("id"),
-                    provider.label("provider"),
-                    table.c.user_id,
-                    table.c.agent_id,
-                    table.c.memory_type,
-                    table.c.content,
-                    table.c.importance,
-                    table.c.created_at,
-                )
-                .where(*live)
-                .order_by(table.c.created_at.desc(), key.desc())
-                .limit(NEWEST)
-            )
-            newest += found.all()
-    newest = sorted(newest, key=lambda r: (r.created_at, r.id), reverse=True)[:NEWEST]
+    groups, newest = await stats.cube(engine, tenant_id, cube_id, NEWEST)
     by_type = dict.fromkeys(MEMORY_TYPES, 0)
     importance = [0] * 10
     for memory_type, level, count in groups:
@@ -311,30 +212,13 @@ async def search_trends(
     n = len(span.buckets)
     searches, hits = [0] * n, [0] * n
     histograms = [[0] * len(LATENCY_BUCKETS) for _ in range(n)]
-    at = _truncated(engine, search_stat.c.bucket_start, bucket)
-    # Minute rows are whole: a bucket holds the minutes that start in [from, to).
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            select(
-                at,
-                func.sum(search_stat.c.searches),
-                func.sum(search_stat.c.hits),
-                *(func.sum(search_stat.c[name]) for name in LATENCY_BUCKETS),
-            )
-            .where(
-                search_stat.c.tenant_id == tenant_id,
-                search_stat.c.bucket_start >= span.start,
-                search_stat.c.bucket_start < span.end,
-            )
-            .group_by(at)
-        )
-        for row in rows.all():
-            i = index.get(_parse_bucket(row[0]))
-            if i is None:
-                continue
-            searches[i] += int(row[1])
-            hits[i] += int(row[2])
-            histograms[i] = [a + int(b) for a, b in zip(histograms[i], row[3:], strict=True)]
+    for row in await stats.searches(engine, tenant_id, span.start, span.end, bucket):
+        i = index.get(_parse_bucket(row[0]))
+        if i is None:
+            continue
+        searches[i] += int(row[1])
+        hits[i] += int(row[2])
+        histograms[i] = [a + int(b) for a, b in zip(histograms[i], row[3:], strict=True)]
     total = [sum(col) for col in zip(*histograms, strict=True)] if n else []
 
     def ms(q: float, counts: list[int]) -> float | None:

@@ -1,5 +1,5 @@
 """The built-in long-term store (``MYSQL``): its SQL, its per-user index cache, its ranking."""
 
-from memstream.providers.builtin.provider import MySQLProvider
+from memstream.providers.builtin.provider import BuiltinProvider
 
-__all__ = ["MySQLProvider"]
+__all__ = ["BuiltinProvider"]

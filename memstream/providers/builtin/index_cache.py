@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.memory import MemoryItem
-from memstream.providers.builtin import sql
-from memstream.providers.builtin.sql import Counts, Fingerprint
 from memstream.retrieval import LexicalIndex
+from memstream.store import memory_rows
+from memstream.store.memory_rows import Counts, Fingerprint
 from memstream.store.reads import Reads
 
 # Up to this many added plus removed memories are applied to a cached index in place on the
@@ -108,7 +108,7 @@ class UserIndexCache:
             return entry, entry.verified
         reader = self._reads.engine(tenant_id, user_id)
         async with reader.connect() as conn:
-            fingerprint = await sql.fingerprint(conn, tenant_id, user_id, model)
+            fingerprint = await memory_rows.fingerprint(conn, tenant_id, user_id, model)
         entry = self._entries.get(key)
         counts: Counts = fingerprint[:2]
         if entry is not None and self._usable(entry, counts, exact=True):
@@ -124,7 +124,7 @@ class UserIndexCache:
                 return entry, (*entry.fingerprint, fingerprint[2])
             async with reader.connect() as conn:
                 held = entry.items if entry is not None else None
-                counts, live_ids, added = await sql.changes(
+                counts, live_ids, added = await memory_rows.changes(
                     conn, self._dialect, tenant_id, user_id, held
                 )
             changes = (

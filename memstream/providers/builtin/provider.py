@@ -17,20 +17,17 @@ import numpy.typing as npt
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.changes.model import API, FORGET, Cause, added, removed
-from memstream.changes.outbox import ChangeOutbox
-from memstream.embeddings import blocks
 from memstream.embeddings.client import EmbeddingClient
 from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT
 from memstream.memory import MemoryItem, NewMemory, readable_cubes
 from memstream.providers import degraded
-from memstream.providers.builtin import history, postings, ranking, sql
+from memstream.providers.builtin import ranking
 from memstream.providers.builtin.index_cache import RecentSearches, search_terms
 from memstream.providers.builtin.ranking import (
     hybrid_candidates,
     pick_hybrid,
     pick_lexical,
 )
-from memstream.providers.builtin.sql import ContentKey
 from memstream.providers.http import PROVIDER_FAILURES
 from memstream.retrieval import (
     MMR_LAMBDA,
@@ -41,7 +38,10 @@ from memstream.retrieval import (
     query_terms,
     relevance,
 )
+from memstream.store import memory_rows, postings, turns, vector_blocks
 from memstream.store.database import in_lists
+from memstream.store.memory_rows import ContentKey
+from memstream.store.outbox import ChangeOutbox
 from memstream.store.reads import Reads
 from memstream.store.schema import TERM_CHARS
 from memstream.text.dates import dated_query
@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 INLINE_WORK = 2_000
 
 
-class MySQLProvider:
+class BuiltinProvider:
     """``LongTermProvider`` over ``long_term_memory`` (MySQL/MariaDB or SQLite)."""
 
     name = "MYSQL"
@@ -115,12 +115,12 @@ class MySQLProvider:
         rows: dict[ContentKey, dict[str, Any]] = {}
         replaced: dict[str, tuple[str, ...]] = {}  # new row id -> the memories it supersedes
         terms: dict[str, DocumentTerms] = {}  # by new row id
-        now = sql.now()
+        now = memory_rows.now()
         for n, memory in enumerate(memories):
             # One microsecond apart: the batch keeps its order in time (newest-first lists,
             # ties in search), deterministically.
-            row = sql.new_row(memory, now + timedelta(microseconds=n))
-            key = sql.content_key(row)
+            row = memory_rows.new_row(memory, now + timedelta(microseconds=n))
+            key = memory_rows.content_key(row)
             keys.append(key)
             if key not in rows:
                 rows[key] = row
@@ -133,14 +133,14 @@ class MySQLProvider:
             # Key order: concurrent batches take the unique-key locks in the same order.
             pending = [rows[k] for k in sorted(rows)]
             for _attempt in range(2):
-                await conn.execute(sql.insert_ignore(self._dialect), pending)
-                found, dead = await sql.read_back(conn, pending)
+                await conn.execute(memory_rows.insert_ignore(self._dialect), pending)
+                found, dead = await memory_rows.read_back(conn, pending)
                 stored.update(found)
                 if not dead:
                     break
                 # Rows deleted by code that did not leave a tombstone still hold the key.
                 for tenant, dead_id in dead:
-                    await sql.free_key(conn, tenant, dead_id)
+                    await memory_rows.free_key(conn, tenant, dead_id)
                 pending = [rows[k] for k in sorted(rows) if k not in stored]
             # The postings of the rows this call inserted (a key held already has its own),
             # committed with them.
@@ -174,15 +174,15 @@ class MySQLProvider:
         tombstone rows lose their text and vectors too; a memory superseded by a newer one
         keeps its text, the record of what was once known."""
         deleted: list[str] = []
-        now = sql.now()
+        now = memory_rows.now()
         async with self._engine.begin() as conn:
             for chunk in in_lists(sorted(set(ids))):
-                expired = await sql.expire(conn, sql.by_ids(tenant_id, chunk))
+                expired = await memory_rows.expire(conn, memory_rows.by_ids(tenant_id, chunk))
                 gone = [item.id for item in expired]
                 # Out of the packed vectors first: ``erase`` drops the rows saying where.
-                await blocks.unpack(conn, tenant_id, gone)
+                await vector_blocks.unpack(conn, tenant_id, gone)
                 if erase:
-                    await sql.erase(conn, tenant_id, gone)
+                    await memory_rows.erase(conn, tenant_id, gone)
                     await self.changes.erase(conn, tenant_id, gone)
                 await self.changes.write(conn, [removed(i, self.name, cause, now) for i in expired])
                 deleted += gone
@@ -196,12 +196,12 @@ class MySQLProvider:
         """Forget a user: soft-delete every live memory of every cube, each recorded as
         ``forgotten``; answers their ids."""
         async with self._engine.begin() as conn:
-            expired = await sql.expire(conn, sql.of_user(tenant_id, user_id))
+            expired = await memory_rows.expire(conn, memory_rows.of_user(tenant_id, user_id))
             deleted = [item.id for item in expired]
             await postings.remove(conn, tenant_id, deleted)
-            await blocks.drop_user(conn, tenant_id, user_id)
+            await vector_blocks.drop_user(conn, tenant_id, user_id)
             await self.changes.write(
-                conn, [removed(i, self.name, FORGET, sql.now()) for i in expired]
+                conn, [removed(i, self.name, FORGET, memory_rows.now()) for i in expired]
             )
         self._reads.wrote(tenant_id, user_id)
         self._recent.drop(tenant_id, user_id)
@@ -214,7 +214,7 @@ class MySQLProvider:
     ) -> list[MemoryItem]:
         """Every live memory of the readable cubes, newest first."""
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            return await sql.list_live(conn, tenant_id, user_id, readable_cubes(agent_id))
+            return await memory_rows.list_live(conn, tenant_id, user_id, readable_cubes(agent_id))
 
     async def search(
         self,
@@ -227,7 +227,7 @@ class MySQLProvider:
         at: datetime | None = None,
     ) -> list[MemoryItem]:
         """The memories (``search_memories``) and, with ``search_history``, passages of the
-        user's stored turns in what they leave of the top k (``history.merge``); a passage
+        user's stored turns in what they leave of the top k (``turns.merge``); a passage
         has ``origin`` ``"history"``. Given ``at``, when the
         question is asked, its relative dates are made absolute against it first."""
         if at is not None:
@@ -237,10 +237,10 @@ class MySQLProvider:
             return found  # turns only fill what the memories leave: none left, none read
         cited = frozenset(e for item in found for e in item.source_event_ids)
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            turns = await history.search_turns(
+            passages = await turns.search_turns(
                 conn, tenant_id, user_id, agent_id, query, top_k - len(found), cited=cited
             )
-        return history.merge(found, turns, top_k)
+        return turns.merge(found, passages, top_k)
 
     async def search_memories(
         self,
@@ -279,7 +279,7 @@ class MySQLProvider:
         if not found:
             return True
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            live = await sql.live_ids(conn, tenant_id, [item.id for item in found])
+            live = await memory_rows.live_ids(conn, tenant_id, [item.id for item in found])
         return len(live) == len({item.id for item in found})
 
     async def _postings(
@@ -354,7 +354,7 @@ class MySQLProvider:
         dims = int(query_vector.shape[0])
 
         def rank() -> ranking.HybridCandidates:
-            matrix = blocks.matrix_of(rows, dims)
+            matrix = vector_blocks.matrix_of(rows, dims)
             return hybrid_candidates(
                 _relevance(terms, found) if found.count or found.unread else {},
                 found.cubes.__getitem__,
@@ -377,9 +377,9 @@ class MySQLProvider:
 
         return pick_hybrid(candidates, items, token_set, cubes, top_k, self)
 
-    async def _packed(self, tenant_id: str, user_id: str, model: str) -> list[blocks.Block]:
+    async def _packed(self, tenant_id: str, user_id: str, model: str) -> list[vector_blocks.Block]:
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            return await blocks.load(conn, tenant_id, user_id, model)
+            return await vector_blocks.load(conn, tenant_id, user_id, model)
 
     async def _live_items(
         self, tenant_id: str, user_id: str, ids: Sequence[str]
@@ -387,7 +387,7 @@ class MySQLProvider:
         """The live memories among ``ids`` by id: a memory deleted through any process, or
         by SQL, is never answered."""
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            return {item.id: item for item in await sql.live_items(conn, tenant_id, ids)}
+            return {item.id: item for item in await memory_rows.live_items(conn, tenant_id, ids)}
 
     # --- vectors -------------------------------------------------------------------------
 

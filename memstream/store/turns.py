@@ -36,9 +36,9 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.memory import USER_PROFILE, MemoryItem
-from memstream.providers.builtin.postings import query_tf, repeat_lists
 from memstream.retrieval import BACKGROUND_DOCS, document_terms, normalised
 from memstream.store.database import force_index
+from memstream.store.postings import query_tf, repeat_lists
 from memstream.store.schema import TERM_CHARS
 from memstream.store.schema import conversation_message as messages
 from memstream.store.schema import message_indexed as indexed

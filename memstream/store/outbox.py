@@ -4,16 +4,17 @@ written in the caller's transaction, so that a change and its record commit toge
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
-from sqlalchemy import Insert, Table, update
+from sqlalchemy import Insert, Row, Table, delete, select, update
 from sqlalchemy.dialects import mysql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.store.database import in_lists
-from memstream.store.schema import memory_change, memory_link
+from memstream.store.schema import change_relay, memory_change, memory_link
 from memstream_client.contract.changes import Change, value_of
 from memstream_client.contract.topics import MEMORY_CHANGED
 
@@ -92,3 +93,75 @@ class ChangeOutbox:
                 .where(memory_change.c.tenant_id == tenant_id, memory_change.c.memory_id.in_(chunk))
                 .values(content=None)
             )
+
+
+async def unpublished(engine: AsyncEngine, topic: str, limit: int) -> list[Row[Any]]:
+    """The topic's oldest ``limit`` rows not yet published: (seq, tenant, user, change,
+    payload, content, traceparent)."""
+    query = (
+        select(
+            memory_change.c.seq,
+            memory_change.c.tenant_id,
+            memory_change.c.user_id,
+            memory_change.c.change,
+            memory_change.c.payload,
+            memory_change.c.content,
+            memory_change.c.traceparent,
+        )
+        .where(memory_change.c.topic == topic, memory_change.c.published_at.is_(None))
+        .order_by(memory_change.c.seq)
+        .limit(limit)
+    )
+    async with engine.connect() as conn:
+        return list((await conn.execute(query)).all())
+
+
+async def mark_published(
+    engine: AsyncEngine,
+    topic: str,
+    seqs: Sequence[int],
+    forgotten: Mapping[tuple[str, str], int],
+    now: datetime,
+) -> None:
+    """Published: the rows' text is no longer kept. A forgotten user's published rows up to
+    the seq of their ``forgotten`` change are deleted (each user's in ``forgotten``)."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(memory_change)
+            .where(memory_change.c.seq.in_(seqs))
+            .values(published_at=now, content=None)
+        )
+        for (tenant_id, user_id), last in forgotten.items():
+            await conn.execute(
+                delete(memory_change).where(
+                    memory_change.c.tenant_id == tenant_id,
+                    memory_change.c.user_id == user_id,
+                    memory_change.c.topic == topic,
+                    memory_change.c.seq <= last,
+                    memory_change.c.published_at.is_not(None),
+                )
+            )
+
+
+async def take_lease(
+    engine: AsyncEngine, topic: str, owner: str, now: datetime, until: datetime
+) -> bool:
+    """Take or renew the topic's relay lease (``change_relay``) until ``until``; False while
+    another owner holds it unexpired."""
+    lease = change_relay.c
+    async with engine.begin() as conn:
+        first = {"topic": topic, "owner": owner, "expires_at": until}
+        await conn.execute(insert_ignoring(conn, change_relay, "topic"), [first])
+        taken = await conn.execute(
+            update(change_relay)
+            .where(lease.topic == topic, (lease.owner == owner) | (lease.expires_at < now))
+            .values(owner=owner, expires_at=until)
+        )
+    return bool(taken.rowcount)
+
+
+async def give_up_lease(engine: AsyncEngine, topic: str, owner: str) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            delete(change_relay).where(change_relay.c.topic == topic, change_relay.c.owner == owner)
+        )

@@ -18,8 +18,8 @@ from sqlalchemy import Row, and_, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
-from memstream.embeddings.rows import decode as decode_vector
 from memstream.store.database import in_lists
+from memstream.store.embeddings import decode as decode_vector
 from memstream.store.schema import long_term_memory, memory_embedding, memory_vector_block
 
 BLOCK_MEMORIES = 1024

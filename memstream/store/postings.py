@@ -34,7 +34,6 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.memory import MemoryItem
-from memstream.providers.builtin import sql
 from memstream.retrieval import (
     BACKGROUND_DOCS,
     PHRASE_WEIGHT,
@@ -42,6 +41,7 @@ from memstream.retrieval import (
     document_terms,
     impact,
 )
+from memstream.store import memory_rows
 from memstream.store.database import force_index, in_lists
 from memstream.store.schema import TERM_CHARS, long_term_memory, memory_term
 from memstream.text.terms import phrases
@@ -391,7 +391,7 @@ def _ranking(levels: int) -> Select[Any]:
         .subquery("ranked")
     )
     return force_index(
-        select(*sql.COLUMNS, ranked.c.relevance)
+        select(*memory_rows.COLUMNS, ranked.c.relevance)
         .select_from(ranked.join(long_term_memory, long_term_memory.c.id == ranked.c.memory_id))
         .where(
             ranked.c.place <= bindparam("pool"),
@@ -437,7 +437,7 @@ async def ranked(
         **repeats,
     }
     rows = (await conn.execute(_ranking(len(repeats) + 1), params)).all()
-    found = [Ranked(sql.item_of(row), float(row.relevance)) for row in rows]
+    found = [Ranked(memory_rows.item_of(row), float(row.relevance)) for row in rows]
     # As ``ranking.lexical_pools`` orders them: by (relevance, id), the greater first.
     found.sort(key=lambda r: (r.relevance, r.item.id), reverse=True)
     return found

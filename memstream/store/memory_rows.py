@@ -12,6 +12,7 @@ from sqlalchemy import Insert, Row, bindparam, case, delete, func, select, updat
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from memstream.identity import content_hash
 from memstream.memory import (
     MEMORY_TYPES,
     USER_PROFILE,
@@ -20,7 +21,6 @@ from memstream.memory import (
     MemoryType,
     NewMemory,
 )
-from memstream.providers.identity import content_hash
 from memstream.store.database import force_index, in_lists
 from memstream.store.schema import long_term_memory, memory_embedding
 from memstream.text.normalise import fold_spaces_and_case

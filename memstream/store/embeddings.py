@@ -1,6 +1,6 @@
 """How memory vectors are kept in full in ``memory_embedding``: float32 little-endian bytes,
 one row per memory and model, written once (searches read the packed copy,
-memstream.embeddings.blocks)."""
+memstream.store.vector_blocks)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Insert, select
+from sqlalchemy import Insert, Row, and_, or_, select
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memstream.store.database import in_lists
-from memstream.store.schema import memory_embedding
+from memstream.store.schema import long_term_memory, memory_embedding
 
 _DTYPE = np.dtype("<f4")
 
@@ -102,3 +102,53 @@ async def load(
                 blobs.append(blob)
     matrix = np.frombuffer(b"".join(blobs), dtype=_DTYPE).reshape(len(blobs), dims)
     return found_ids, matrix.astype(np.float32, copy=False)
+
+
+Lacking = Row[tuple[str, str, str, str, datetime]]  # id, tenant, user, content, created_at
+
+
+async def lacking(
+    conn: AsyncConnection,
+    model: str,
+    limit: int,
+    *,
+    tenant_id: str | None = None,
+    since: datetime | None = None,
+    after: tuple[datetime, str] | None = None,
+    refused: Sequence[str] = (),
+) -> Sequence[Lacking]:
+    """Live memories without a vector of ``model``, oldest written first, ``limit`` at most:
+    of one tenant, written since a time, after a (created_at, id) position, or not among
+    ``refused``, when given."""
+    memories = long_term_memory
+    has_vector = and_(
+        memory_embedding.c.memory_id == memories.c.id, memory_embedding.c.model == model
+    )
+    query = (
+        select(
+            memories.c.id,
+            memories.c.tenant_id,
+            memories.c.user_id,
+            memories.c.content,
+            memories.c.created_at,
+        )
+        .select_from(memories.outerjoin(memory_embedding, has_vector))
+        .where(memories.c.deleted_at.is_(None), memory_embedding.c.memory_id.is_(None))
+        .order_by(memories.c.created_at, memories.c.id)
+        .limit(limit)
+    )
+    if tenant_id is not None:
+        query = query.where(memories.c.tenant_id == tenant_id)
+    if since is not None:
+        query = query.where(memories.c.created_at >= since)
+    if refused:
+        query = query.where(memories.c.id.not_in(sorted(refused)))
+    if after is not None:
+        at, memory_id = after
+        query = query.where(
+            or_(
+                memories.c.created_at > at,
+                and_(memories.c.created_at == at, memories.c.id > memory_id),
+            )
+        )
+    return (await conn.execute(query)).all()

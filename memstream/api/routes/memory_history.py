@@ -1,5 +1,5 @@
 """``/v1/memories/{id}/history``: a memory's chain of supersessions, oldest first
-(``memstream.changes.history``)."""
+(``memstream.store.memory_history``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from fastapi import APIRouter, Path, Query, Request
 from memstream.api.auth import check_tenant
 from memstream.api.errors import NOT_FOUND
 from memstream.api.services import ServicesDep
-from memstream.changes.history import HistoryResponse, history
 from memstream.errors import ApiError
+from memstream.store.memory_history import HistoryResponse, history
 from memstream_client.contract.api import Id
 
 router = APIRouter()

@@ -11,14 +11,14 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.changes.history import history
 from memstream.changes.model import Cause
+from memstream.identity import content_hash
 from memstream.memory import USER_PROFILE, NewMemory, agent_cube
 from memstream.providers.base import LongTermProvider
-from memstream.providers.builtin import MySQLProvider
+from memstream.providers.builtin import BuiltinProvider
 from memstream.providers.builtin.index_cache import UserIndexCache
-from memstream.providers.builtin.postings import TermBackfill
-from memstream.providers.identity import content_hash
+from memstream.store.memory_history import history
+from memstream.store.postings import TermBackfill
 from memstream.store.schema import long_term_memory, memory_change, memory_link
 from memstream.text.terms import tokenize
 from tests.support.databases import db
@@ -29,8 +29,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def provider(db: AsyncEngine) -> MySQLProvider:
-    return MySQLProvider(db)
+def provider(db: AsyncEngine) -> BuiltinProvider:
+    return BuiltinProvider(db)
 
 
 def memory(
@@ -64,12 +64,14 @@ FACTS = [
 ]
 
 
-def test_implements_the_interface(provider: MySQLProvider) -> None:
+def test_implements_the_interface(provider: BuiltinProvider) -> None:
     checked: LongTermProvider = provider
     assert checked.name == "MYSQL"
 
 
-async def test_add_is_idempotent_by_content_per_cube(provider: MySQLProvider, tenant: str) -> None:
+async def test_add_is_idempotent_by_content_per_cube(
+    provider: BuiltinProvider, tenant: str
+) -> None:
     first = await provider.add([memory(tenant, "Likes green tea.", events=("e1", "e2"))])
     assert len(first) == 1 and len(first[0].id) == 32
     item = first[0]
@@ -97,7 +99,9 @@ async def test_add_is_idempotent_by_content_per_cube(provider: MySQLProvider, te
     assert sorted(m.cube_id for m in live) == ["agent_a1", USER_PROFILE]
 
 
-async def test_kind_and_date_are_stored_and_returned(provider: MySQLProvider, tenant: str) -> None:
+async def test_kind_and_date_are_stored_and_returned(
+    provider: BuiltinProvider, tenant: str
+) -> None:
     said = datetime(2026, 3, 1, 18, 30, tzinfo=timezone(timedelta(hours=2)))
     episode = replace(
         memory(tenant, "On 1 March 2026 the user said they ran a half marathon."),
@@ -111,7 +115,7 @@ async def test_kind_and_date_are_stored_and_returned(provider: MySQLProvider, te
         ("fact", None),
     ]
     # The same from a cold read, a search and a listing.
-    fresh = MySQLProvider(provider._engine)
+    fresh = BuiltinProvider(provider._engine)
     hits = {h.id: h for h in await fresh.search(tenant, "u1", None, "half marathon")}
     assert hits[stored[0].id].kind == "episode" and hits[stored[1].id].kind == "fact"
     assert hits[stored[0].id].occurred_at == said
@@ -121,7 +125,7 @@ async def test_kind_and_date_are_stored_and_returned(provider: MySQLProvider, te
         await provider.add([replace(fact, content="Other.", kind="rumour")])  # type: ignore[arg-type]
 
 
-async def test_rejects_bad_input(provider: MySQLProvider, tenant: str) -> None:
+async def test_rejects_bad_input(provider: BuiltinProvider, tenant: str) -> None:
     with pytest.raises(ValueError):
         await provider.add([memory(tenant, "x", kind="episodic")])
     with pytest.raises(ValueError):
@@ -131,7 +135,7 @@ async def test_rejects_bad_input(provider: MySQLProvider, tenant: str) -> None:
     assert await provider.add([]) == []
 
 
-async def test_search_ranks_scores_and_filters(provider: MySQLProvider, tenant: str) -> None:
+async def test_search_ranks_scores_and_filters(provider: BuiltinProvider, tenant: str) -> None:
     await provider.add([memory(tenant, fact) for fact in FACTS])
     hits = await provider.search(tenant, "u1", None, "what is my cat called?")
     assert hits and hits[0].content == FACTS[1]
@@ -143,11 +147,13 @@ async def test_search_ranks_scores_and_filters(provider: MySQLProvider, tenant: 
     assert await provider.search(tenant, "u1", None, "   ") == []
     assert await provider.search(tenant, "u1", None, "cat", top_k=0) == []
     # A lower threshold finds weaker matches too.
-    loose = MySQLProvider(provider._engine, relativity=0.0)
+    loose = BuiltinProvider(provider._engine, relativity=0.0)
     assert len(await loose.search(tenant, "u1", None, "night flights")) >= 2
 
 
-async def test_search_returns_top_k_per_readable_cube(provider: MySQLProvider, tenant: str) -> None:
+async def test_search_returns_top_k_per_readable_cube(
+    provider: BuiltinProvider, tenant: str
+) -> None:
     rows = [memory(tenant, f"Project {n} uses the Rust compiler.") for n in range(6)]
     rows += [
         memory(tenant, f"Agent note {n}: the Rust compiler is slow.", cube="agent_a1", agent="a1")
@@ -163,7 +169,7 @@ async def test_search_returns_top_k_per_readable_cube(provider: MySQLProvider, t
     assert {h.cube_id for h in only_profile} == {USER_PROFILE}
 
 
-async def test_mmr_drops_near_duplicates(provider: MySQLProvider, tenant: str) -> None:
+async def test_mmr_drops_near_duplicates(provider: BuiltinProvider, tenant: str) -> None:
     await provider.add(
         [
             memory(tenant, "The user's favourite band is Radiohead."),
@@ -179,7 +185,7 @@ async def test_mmr_drops_near_duplicates(provider: MySQLProvider, tenant: str) -
     assert "The user saw Radiohead live in 2016." in contents
 
 
-async def test_list_and_delete(provider: MySQLProvider, tenant: str) -> None:
+async def test_list_and_delete(provider: BuiltinProvider, tenant: str) -> None:
     stored = await provider.add([memory(tenant, fact) for fact in FACTS[:3]])
     await provider.add([memory(tenant, "Agent-only fact.", cube="agent_a1", agent="a1")])
     live = await provider.list_live(tenant, "u1", None)
@@ -199,7 +205,7 @@ async def test_list_and_delete(provider: MySQLProvider, tenant: str) -> None:
     assert [h.id for h in hits] == [again[0].id]
 
 
-async def test_delete_user_forgets_every_cube(provider: MySQLProvider, tenant: str) -> None:
+async def test_delete_user_forgets_every_cube(provider: BuiltinProvider, tenant: str) -> None:
     mine = await provider.add(
         [
             memory(tenant, "Profile fact about tea."),
@@ -216,7 +222,7 @@ async def test_delete_user_forgets_every_cube(provider: MySQLProvider, tenant: s
     assert await provider.delete_user(tenant, "u1") == []
 
 
-async def test_tenants_are_isolated(provider: MySQLProvider) -> None:
+async def test_tenants_are_isolated(provider: BuiltinProvider) -> None:
     tenant_a, tenant_b = f"ta-{uuid.uuid4().hex[:10]}", f"tb-{uuid.uuid4().hex[:10]}"
     a = await provider.add([memory(tenant_a, "Secret project codename is Bluebird.")])
     b = await provider.add([memory(tenant_b, "Secret project codename is Bluebird.")])
@@ -231,7 +237,7 @@ async def test_tenants_are_isolated(provider: MySQLProvider) -> None:
 
 
 async def test_search_sees_writes_of_another_process(db: AsyncEngine, tenant: str) -> None:
-    reader, writer = MySQLProvider(db), MySQLProvider(db)  # the API and the worker
+    reader, writer = BuiltinProvider(db), BuiltinProvider(db)  # the API and the worker
     await writer.add([memory(tenant, fact) for fact in FACTS])
     assert (await reader.search(tenant, "u1", None, "cello"))[0].content == FACTS[3]
     assert (await reader.search(tenant, "u1", None, "Berlin cat"))[0].content == FACTS[1]
@@ -251,7 +257,7 @@ async def test_search_sees_writes_of_another_process(db: AsyncEngine, tenant: st
 async def test_cache_sees_deletes_by_other_code(db: AsyncEngine, tenant: str) -> None:
     """A soft delete that does not leave a tombstone is still seen, and the content can be
     added again afterwards."""
-    provider = MySQLProvider(db)
+    provider = BuiltinProvider(db)
     stored = await provider.add([memory(tenant, FACTS[4])])
     assert await provider.search(tenant, "u1", None, "nurse night shifts")
     t = long_term_memory
@@ -271,7 +277,7 @@ async def test_cache_sees_deletes_by_other_code(db: AsyncEngine, tenant: str) ->
         assert sorted(hashes) == sorted([stored[0].id, content_hash(FACTS[4])])
 
 
-async def test_chinese_and_mixed_content(provider: MySQLProvider, tenant: str) -> None:
+async def test_chinese_and_mixed_content(provider: BuiltinProvider, tenant: str) -> None:
     await provider.add(
         [
             memory(tenant, "用户喜欢吃辣的四川菜，不吃香菜。"),
@@ -297,7 +303,7 @@ def index_cache(db: AsyncEngine, users: int = 1024) -> UserIndexCache:
 
 
 async def test_cache_is_bounded(db: AsyncEngine, tenant: str) -> None:
-    provider, cache = MySQLProvider(db), index_cache(db, users=2)
+    provider, cache = BuiltinProvider(db), index_cache(db, users=2)
     for user in ("u1", "u2", "u3"):
         await provider.add([memory(tenant, f"{user} likes chess.", user=user)])
         entry, _ = await cache.get(tenant, user, None)
@@ -307,7 +313,7 @@ async def test_cache_is_bounded(db: AsyncEngine, tenant: str) -> None:
 
 
 async def test_cache_follows_small_and_big_changes(db: AsyncEngine, tenant: str) -> None:
-    writer, cache = MySQLProvider(db), index_cache(db)
+    writer, cache = BuiltinProvider(db), index_cache(db)
     stored = await writer.add([memory(tenant, fact) for fact in FACTS])
     entry, _ = await cache.get(tenant, "u1", None)
     # A small change is applied to the cached index in place.
@@ -328,7 +334,7 @@ async def test_cache_follows_small_and_big_changes(db: AsyncEngine, tenant: str)
 async def test_rows_written_by_other_code_are_found(db: AsyncEngine, tenant: str) -> None:
     """Any id (even one with a comma) inserted straight into the table is searchable once
     the term backfill has run."""
-    provider = MySQLProvider(db)
+    provider = BuiltinProvider(db)
     await provider.add([memory(tenant, FACTS[0])])
     assert await provider.search(tenant, "u1", None, "cello") == []
     odd_id = f"import,{uuid.uuid4().hex[:8]}"
@@ -355,7 +361,7 @@ async def test_rows_written_by_other_code_are_found(db: AsyncEngine, tenant: str
 
 async def test_concurrent_adds_store_one_memory(db: AsyncEngine, tenant: str) -> None:
     """The worker and an admin import adding the same memory at once: one row, one id."""
-    first, second = MySQLProvider(db), MySQLProvider(db)
+    first, second = BuiltinProvider(db), BuiltinProvider(db)
     batch = [memory(tenant, f"Concurrent fact number {n}.") for n in range(20)]
     a, b = await asyncio.gather(first.add(batch), second.add(list(reversed(batch))))
     assert [m.id for m in a] == [m.id for m in reversed(b)]
@@ -363,7 +369,7 @@ async def test_concurrent_adds_store_one_memory(db: AsyncEngine, tenant: str) ->
 
 
 async def test_every_change_is_recorded_with_it_and_links_the_superseding_memory(
-    provider: MySQLProvider, db: AsyncEngine
+    provider: BuiltinProvider, db: AsyncEngine
 ) -> None:
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     (paris,) = await provider.add(
