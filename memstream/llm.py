@@ -21,6 +21,7 @@ from prometheus_client import Counter, Histogram
 
 from memstream.errors import ConfigurationError, LLMError
 from memstream.failure.http import describe, log_reply
+from memstream.pooled_http import endpoint, pooled_client
 
 if TYPE_CHECKING:
     from memstream.settings import Settings
@@ -74,25 +75,17 @@ class LLMClient:
         max_in_flight: int = 32,
         max_tokens: int | None = None,
     ) -> None:
-        base = base_url.strip().rstrip("/")
-        if not base.startswith(("http://", "https://")):
-            raise ConfigurationError(f"the LLM base URL must be http(s)://..., got {base_url!r}")
+        self.url = endpoint(base_url, "/chat/completions", "LLM")
         if timeout <= 0 or max_in_flight < 1:
             raise ConfigurationError("the LLM timeout and requests in flight must be positive")
-        # Accept a full endpoint URL as well as the usual ``.../v1`` base.
-        self.url = base if base.endswith("/chat/completions") else f"{base}/chat/completions"
         self.model = model
         self.timeout = timeout
         self.max_tokens = max_tokens
-        headers = {"Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.AsyncClient(
-            headers=headers,
+        self._client = pooled_client(
+            api_key=api_key,
             timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(
-                max_connections=max_in_flight, max_keepalive_connections=min(8, max_in_flight)
-            ),
+            max_connections=max_in_flight,
+            keepalive=min(8, max_in_flight),
             transport=transport,
         )
         self._slots = asyncio.Semaphore(max_in_flight)

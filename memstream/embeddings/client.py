@@ -33,6 +33,7 @@ from memstream.failure.http import (
     log_reply,
     retry_after,
 )
+from memstream.pooled_http import endpoint, pooled_client
 
 if TYPE_CHECKING:
     from memstream.settings import Settings
@@ -62,17 +63,11 @@ class EmbeddingClient:
         backoff_max: float = 2.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        base = base_url.strip().rstrip("/")
-        if not base.startswith(("http://", "https://")):
-            raise ConfigurationError(
-                f"the embeddings base URL must be http(s)://..., got {base_url!r}"
-            )
+        self.url = endpoint(base_url, "/embeddings", "embeddings")
         if batch_size < 1 or timeout <= 0 or max_attempts < 1:
             raise ConfigurationError(
                 "the embeddings batch size, timeout and attempts must be positive"
             )
-        # Accept a full endpoint URL as well as the usual ``.../v1`` base.
-        self.url = base if base.endswith("/embeddings") else f"{base}/embeddings"
         self.model = model
         self.batch_size = batch_size
         self.timeout = timeout
@@ -81,13 +76,11 @@ class EmbeddingClient:
         self.backoff_max = backoff_max
         self._retry = HttpRetry(max_attempts, backoff_base, backoff_max, spread=(0.5, 1.0))
         self._dimension: int | None = None
-        headers = {"Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.AsyncClient(
-            headers=headers,
+        self._client = pooled_client(
+            api_key=api_key,
             timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=self.MAX_CONNECTIONS, max_keepalive_connections=4),
+            max_connections=self.MAX_CONNECTIONS,
+            keepalive=4,
             transport=transport,
         )
 

@@ -18,6 +18,7 @@ from prometheus_client import Counter, Histogram
 from memstream.errors import ConfigurationError, ProviderUnavailable
 from memstream.failure.http import RETRY_STATUS, HttpRetry, describe, log_reply
 from memstream.memory import MEMORY_TYPES, USER_PROFILE, MemoryKind, NewMemory
+from memstream.pooled_http import pooled_client
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -79,13 +80,12 @@ class ProviderHttp:
         self.connect_timeout = connect_timeout
         self.attempts = attempts
         self.backoff_seconds = backoff_seconds
-        self._client = httpx.AsyncClient(
+        self._client = pooled_client(
             base_url=base_url,
-            headers={"Accept": "application/json", **(headers or {})},
+            headers=headers,
             timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections // 4
-            ),
+            max_connections=max_connections,
+            keepalive=max_connections // 4,
             transport=transport,
         )
 
