@@ -63,4 +63,4 @@ async def handle(session: Judged, source: SourceRecord) -> None:
 @app.agent(lt_judge)
 async def judge(stream: faust.StreamT[Any]) -> None:
     released = released_when_dead_lettered(session_of_record)
-    await Settle(STAGE, stream, dead_lettered=released).each(read, handle)
+    await Settle(STAGE, stream, dead_lettered=released).every_record(read, handle)

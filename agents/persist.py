@@ -48,4 +48,4 @@ async def handle(writes: Writes, source: SourceRecord) -> None:
 
 @app.agent(lt_persist)
 async def persist(stream: faust.StreamT[Any]) -> None:
-    await Settle(STAGE, stream).each(read, handle)
+    await Settle(STAGE, stream).every_record(read, handle)

@@ -65,7 +65,9 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def kept(state: Any, view: str, compute: Callable[[], Awaitable[T]], seconds: float) -> Snapshot[T]:
+def process_snapshot(
+    state: Any, view: str, compute: Callable[[], Awaitable[T]], seconds: float
+) -> Snapshot[T]:
     """The process's snapshot of ``view``, kept on the app's ``state``: made on first use, with
     that call's ``compute`` (later calls' are not used)."""
     found: Snapshot[T] | None = getattr(state, f"snapshot_{view}", None)

@@ -100,7 +100,7 @@ class Settle:
         self.stream: faust.Stream[Any] = stream
         self.dead_lettered = dead_lettered
 
-    async def each(
+    async def every_record(
         self,
         decode: Callable[[bytes | None], T],
         handle: Callable[[T, SourceRecord], Awaitable[object]],

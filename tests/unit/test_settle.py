@@ -46,7 +46,7 @@ async def handle(value: bytes, source: SourceRecord) -> None:
 
 @app.agent(app.channel())
 async def probe(stream: Any) -> None:
-    await Settle(STAGE, stream).each(decode, handle)
+    await Settle(STAGE, stream).every_record(decode, handle)
 
 
 @pytest.fixture

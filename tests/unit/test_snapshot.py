@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from memstream.snapshot import Snapshot, kept
+from memstream.snapshot import Snapshot, process_snapshot
 
 
 class Clock:
@@ -94,7 +94,7 @@ async def test_a_caller_cancelled_does_not_cancel_the_others() -> None:
 async def test_kept_makes_one_snapshot_per_view_and_state() -> None:
     state = SimpleNamespace()
     slow = Slow()
-    first = kept(state, "pipeline", slow, 5)
-    assert kept(state, "pipeline", Slow(), 5) is first
-    assert kept(state, "readiness", slow, 5) is not first
-    assert kept(SimpleNamespace(), "pipeline", slow, 5) is not first
+    first = process_snapshot(state, "pipeline", slow, 5)
+    assert process_snapshot(state, "pipeline", Slow(), 5) is first
+    assert process_snapshot(state, "readiness", slow, 5) is not first
+    assert process_snapshot(SimpleNamespace(), "pipeline", slow, 5) is not first

@@ -139,7 +139,7 @@ def decode(raw: bytes | None) -> bytes:
 
 @app.agent(app.channel())
 async def traced_probe(stream: Any) -> None:
-    await Settle("traced", stream).each(decode, handle)
+    await Settle("traced", stream).every_record(decode, handle)
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from fastapi.responses import HTMLResponse, Response
 from memstream.api.auth import check_operator
 from memstream.api.services import ServicesDep
 from memstream.errors import ApiError
-from memstream.pipeline import Pipeline
-from memstream.snapshot import kept
+from memstream.pipeline_panel import Pipeline
+from memstream.snapshot import process_snapshot
 
 router = APIRouter()
 
@@ -47,10 +47,10 @@ async def dashboard_static(name: str) -> Response:
 @router.get("/dashboard/pipeline", include_in_schema=False)
 async def pipeline(request: Request, services: ServicesDep) -> dict[str, Any]:
     """Lag and records per second by stage, retries waiting, dead letters by reason, provider
-    and LLM error rates (see ``memstream.pipeline``)."""
+    and LLM error rates (see ``memstream.pipeline_panel``)."""
     check_operator(request)
     settings = services.settings
-    panel = kept(
+    panel = process_snapshot(
         request.app.state, "pipeline", Pipeline(settings).snapshot, settings.api_snapshot_seconds
     )
     return await panel.get()

@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from memstream import readiness
 from memstream.api.services import Services, ServicesDep
-from memstream.snapshot import kept
+from memstream.snapshot import process_snapshot
 from memstream.store.database import ping
 
 router = APIRouter()
@@ -30,7 +30,9 @@ async def readyz(request: Request, services: ServicesDep, workers: bool = False)
     checks = await _readiness(services)
     settings = services.settings
     compute = partial(readiness.workers, settings)
-    found = await kept(request.app.state, "readiness", compute, settings.api_snapshot_seconds).get()
+    found = await process_snapshot(
+        request.app.state, "readiness", compute, settings.api_snapshot_seconds
+    ).get()
     if workers:
         checks["workers"] = found.check()
     ready = all(v in ("ok", "disabled") for v in checks.values())

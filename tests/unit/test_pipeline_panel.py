@@ -3,7 +3,7 @@ earlier snapshot."""
 
 from __future__ import annotations
 
-from memstream.pipeline import Sample, error_rates, parse_counters, since
+from memstream.pipeline_panel import Sample, error_rates, parse_counters, since
 
 WORKER = """\
 # TYPE memstream_provider_seconds histogram
