@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from memstream.longterm.judge.rules.common import Hit, Rule, clean, hit
+from memstream.longterm.judge.rules.common import Handler, Hit, Rule, clean, hit
 from memstream.longterm.judge.rules.en.lexicon import (
     _ABOUT_ANSWERS,
     _CLOSE_REL,
@@ -22,11 +22,38 @@ from memstream.longterm.judge.rules.en.rewrite import _conjugate, _en, _name, _t
 from memstream.longterm.models import Category
 
 
-def _en_call_me(m: re.Match[str], depth: int) -> Hit | None:
-    name = _name(m.group("x"))
-    if name is None:
-        return None
-    return hit(f"The user wants to be called {name}", "instruction", 8)
+def _fact(
+    template: str,
+    category: Category,
+    importance: int,
+    *,
+    about_you: bool = False,
+    refused: re.Pattern[str] | None = None,
+) -> Handler:
+    """The handler that writes the capture ``x`` (and the pattern's other named groups, in
+    lower case) into ``template``: none for a capture of no use, one that speaks of the
+    assistant (``about_you``) or one that ``refused`` matches at its start."""
+
+    def handler(m: re.Match[str], depth: int) -> Hit | None:
+        x = m.group("x")
+        if not _useful(x) or (about_you and _MENTIONS_YOU.search(x)):
+            return None
+        if refused is not None and refused.match(x):
+            return None
+        words = {k: " ".join(v.lower().split()) for k, v in m.groupdict("").items() if k != "x"}
+        return hit(template.format(x=_third_en(x), **words), category, importance)
+
+    return handler
+
+
+def _named(template: str, category: Category, importance: int) -> Handler:
+    """The handler that writes the name the capture ``x`` holds into ``template``."""
+
+    def handler(m: re.Match[str], depth: int) -> Hit | None:
+        name = _name(m.group("x"))
+        return None if name is None else hit(template.format(x=name), category, importance)
+
+    return handler
 
 
 CALL_ME: Rule = (
@@ -34,15 +61,8 @@ CALL_ME: Rule = (
         r"^(?:(?:please|just|you\s+can|you\s+may|feel\s+free\s+to|everyone\s+calls\s+me\s+\w+"
         r"\s+so)\s+)*call\s+me\s+(?P<x>.+)"
     ),
-    _en_call_me,
+    _named("The user wants to be called {x}", "instruction", 8),
 )
-
-
-def _en_name(m: re.Match[str], depth: int) -> Hit | None:
-    name = _name(m.group("x"))
-    if name is None:
-        return None
-    return hit(f"The user's name is {name}", "personal_fact", 9)
 
 
 NAME: Rule = (
@@ -50,7 +70,7 @@ NAME: Rule = (
         rf"^(?:my\s+name\s+is|my\s+name's|my\s+names|{_I_AM}\s+called|i\s+go\s+by|"
         rf"the\s+name's|people\s+call\s+me|{_I_AM}\s+named)\s+(?P<x>.+)"
     ),
-    _en_name,
+    _named("The user's name is {x}", "personal_fact", 9),
 )
 
 
@@ -161,16 +181,9 @@ FAN: Rule = (
 )
 
 
-def _en_rather(m: re.Match[str], depth: int) -> Hit | None:
-    x = m.group("x")
-    if not _useful(x) or _MENTIONS_YOU.search(x):
-        return None
-    return hit(f"The user would rather {_third_en(x)}", "preference", 5)
-
-
 RATHER: Rule = (
     _en(r"^i(?:'d|\s+would)\s+(?:much\s+)?rather\s+(?P<x>.+)"),
-    _en_rather,
+    _fact("The user would rather {x}", "preference", 5, about_you=True),
 )
 
 
@@ -272,32 +285,18 @@ MOVING: Rule = (
 )
 
 
-def _en_from(m: re.Match[str], depth: int) -> Hit | None:
-    x = m.group("x")
-    if not _useful(x) or _HAS_DATE_EN.match(x):
-        return None
-    return hit(f"The user is from {_third_en(x)}", "personal_fact", 7)
-
-
 FROM: Rule = (
     _en(
         rf"^(?:{_I_AM}\s+(?:originally\s+)?from|i\s+(?:originally\s+)?come\s+from|"
         r"i\s+grew\s+up\s+in)\s+(?P<x>.+)"
     ),
-    _en_from,
+    _fact("The user is from {x}", "personal_fact", 7, refused=_HAS_DATE_EN),
 )
-
-
-def _en_born(m: re.Match[str], depth: int) -> Hit | None:
-    x = m.group("x")
-    if not _useful(x):
-        return None
-    return hit(f"The user was born {m.group('prep').lower()} {_third_en(x)}", "personal_fact", 7)
 
 
 BORN: Rule = (
     _en(r"^i\s+was\s+born\s+(?P<prep>in|on|at)\s+(?P<x>.+)"),
-    _en_born,
+    _fact("The user was born {prep} {x}", "personal_fact", 7),
 )
 
 
@@ -320,16 +319,9 @@ WORK: Rule = (
 )
 
 
-def _en_speak(m: re.Match[str], depth: int) -> Hit | None:
-    x = m.group("x")
-    if not _useful(x) or _MENTIONS_YOU.search(x):
-        return None
-    return hit(f"The user speaks {_third_en(x)}", "personal_fact", 6)
-
-
 SPEAK: Rule = (
     _en(r"^i\s+(?:can\s+|also\s+)?speak\s+(?P<x>.+)"),
-    _en_speak,
+    _fact("The user speaks {x}", "personal_fact", 6, about_you=True),
 )
 
 
@@ -396,14 +388,6 @@ RELATIONSHIP: Rule = (
 )
 
 
-def _en_my_thing(m: re.Match[str], depth: int) -> Hit | None:
-    x = m.group("x")
-    if not _useful(x):
-        return None
-    thing = " ".join(m.group("thing").lower().split())
-    return hit(f"The user's {thing} {m.group('verb').lower()} {_third_en(x)}", "personal_fact", 7)
-
-
 MY_THING: Rule = (
     _en(
         r"^my\s+(?P<thing>birthday|hometown|home\s+town|job|profession|occupation|major|"
@@ -412,7 +396,7 @@ MY_THING: Rule = (
         r"\s+name|nickname|company|employer|role|job\s+title|diet|religion|pronouns)\s+"
         r"(?P<verb>is|are|was)\s+(?P<x>.+)"
     ),
-    _en_my_thing,
+    _fact("The user's {thing} {verb} {x}", "personal_fact", 7),
 )
 
 
