@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memstream.memory import MemoryItem
 from memstream.store.database import in_lists
+from memstream.store.ledger import ledger_item
 from memstream.store.memory_history import MAX_CHAIN
 from memstream.store.memory_rows import COLUMNS, item_of
 from memstream.store.schema import long_term_memory, memory_key, memory_link, provider_memory
@@ -153,18 +154,7 @@ async def ledger_items(
         for row in (await conn.execute(query)).all():
             if not row.content:
                 continue
-            item = MemoryItem(
-                id=row.memory_id,
-                tenant_id=row.tenant_id,
-                user_id=row.user_id,
-                agent_id=row.agent_id,
-                cube_id=row.cube_id,
-                memory_type=row.memory_type,
-                content=row.content,
-                importance=int(row.importance),
-                source_event_ids=(),
-                created_at=row.created_at.replace(tzinfo=UTC),
-            )
+            item = ledger_item(row)
             out.append((item, row.deleted_at))
     out.sort(key=lambda pair: (pair[0].created_at, pair[0].id))
     return out

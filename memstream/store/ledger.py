@@ -93,7 +93,7 @@ class ProviderLedger:
                     provider_memory.c.memory_id.in_(chunk),
                     provider_memory.c.deleted_at.is_(None),
                 )
-                found += [_item(row) for row in (await conn.execute(query)).all()]
+                found += [ledger_item(row) for row in (await conn.execute(query)).all()]
         return found
 
     async def known_of_user(self, tenant_id: str, provider: str, user_id: str) -> list[MemoryItem]:
@@ -105,7 +105,7 @@ class ProviderLedger:
             provider_memory.c.deleted_at.is_(None),
         )
         async with self._engine.connect() as conn:
-            return [_item(row) for row in (await conn.execute(query)).all()]
+            return [ledger_item(row) for row in (await conn.execute(query)).all()]
 
     async def forget(
         self,
@@ -158,7 +158,7 @@ class ProviderLedger:
 _SHARED = ("tenant_id", "user_id", "agent_id", "cube_id", "memory_type", "content", "importance")
 
 
-def _item(row: Any) -> MemoryItem:
+def ledger_item(row: Any) -> MemoryItem:
     """A ledger row as a memory item (the ledger keeps no sources, kind or date)."""
     created: datetime = row.created_at
     aware = created.replace(tzinfo=UTC) if created.tzinfo is None else created
