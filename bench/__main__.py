@@ -18,6 +18,7 @@ from bench import (
     longterm,
     longterm_llm,
     regex,
+    routecpu,
     termbackfill,
     tracing,
 )
@@ -40,6 +41,7 @@ BENCHMARKS = {
     "longterm-llm": longterm_llm.main,
     "platform": platform.main,
     "regex": regex.main,
+    "routecpu": routecpu.main,
     "tracing": tracing.main,
     "termbackfill": termbackfill.main,
 }

@@ -83,7 +83,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     errors.install(app)
     # Registration order is the order of the paths in /openapi.json.
-    for module in (stats, context, conversations, memories, memory_history, export, items, agents):
+    for module in (context, stats, conversations, memories, memory_history, export, items, agents):
         app.include_router(module.router, responses=errors.V1_ERRORS)
     for module in (health, dashboard):
         app.include_router(module.router)

@@ -19,7 +19,8 @@ from memstream.api import errors
 from memstream.api.auth import TENANT
 from memstream.api.overload import ARRIVED, LAGGING
 from memstream.api.routes import context
-from memstream_client.contract.api import ContextRequest, ContextResponse, LongTerm, TokenCounts
+from memstream_client.contract.api import ContextRequest, ContextResponse
+from tests.support.api import empty_context
 
 VALID = {"tenant_id": "acme", "user_id": "u1", "conversation_id": "c1", "query": "dinner?"}
 
@@ -34,13 +35,7 @@ class LoadPath:
         self, req: ContextRequest, *, arrived: float | None, with_long_term: bool
     ) -> ContextResponse:
         self.asked.append((req, arrived, with_long_term))
-        return ContextResponse(
-            conversation_id=req.conversation_id,
-            messages=[],
-            long_term=LongTerm(provider=None),
-            tokens=TokenCounts(messages=0, user_profile=0, agent_memory=0),
-            degraded=[],
-        )
+        return empty_context(req.conversation_id)
 
 
 class Scoped:

@@ -65,7 +65,8 @@ async def answer(body: ContextRequest, request: Request, services: Services) -> 
 
 def _valid(request: Request, body: bytes) -> ContextRequest | None:
     """The request when it is JSON that validates; None to let FastAPI say what is wrong."""
-    if not request.headers.get("content-type", "").startswith("application/json"):
+    content_type = next((v for k, v in request.scope["headers"] if k == b"content-type"), b"")
+    if not content_type.startswith(b"application/json"):
         return None
     try:
         return ContextRequest.model_validate_json(body)
