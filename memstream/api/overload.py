@@ -34,6 +34,7 @@ TICK_SECONDS = 0.05  # how often the watch wakes up: lag shorter than this goes 
 WINDOW_SECONDS = 1.0  # lag is remembered for one to two windows, so the answer does not flap
 RETRY_AFTER_SECONDS = 1
 BUSY = 0.75  # of a core: a process running this much is late by its own requests
+RECENT_SECONDS = 1.0  # a tenant that asked this lately keeps the last slot from the others
 
 
 class LagMeter:
@@ -88,7 +89,8 @@ class LagMeter:
 class Slots:
     """Requests running at once, at most ``limit``; past it a request waits (``wait`` seconds at
     most) and a freed slot goes to the waiting tenant with the fewest running, the earliest of
-    them first: one tenant's queue never stands before another tenant's request.
+    them first: one tenant's queue never stands before another tenant's request. While other
+    tenants have asked lately, the last free slot is kept from the tenant running the most.
 
     The limit follows the loop (``adapt``): each wake-up of the watch later than the target
     cuts it below what is running, by more the later it is (never under ``least``); each one
@@ -105,15 +107,19 @@ class Slots:
         self._running: dict[str, int] = {}
         self._waiting: dict[str, deque[_Waiter]] = {}
         self._arrivals = 0
+        self._seen: dict[str, float] = {}  # when each tenant last asked for a slot
 
     async def take(self, wait: float, tenant: str = OPEN) -> bool:
         """True with a slot taken (give it back with ``release``), False when none came."""
-        if self.busy < int(self.limit) and not self._waiting:
+        loop = asyncio.get_running_loop()
+        self._seen[tenant] = loop.time()
+        mine = self._running.get(tenant, 0)
+        first = all(self._running.get(t, 0) > mine for t in self._waiting)
+        if first and self._may_start(tenant):
             self._start(tenant)  # a free slot, no waiter before it: taken at once
             return True
         if wait <= 0:
             return False
-        loop = asyncio.get_running_loop()
         self._arrivals += 1
         waiter = _Waiter(self._arrivals, loop.create_future())
         self._waiting.setdefault(tenant, deque()).append(waiter)
@@ -152,11 +158,27 @@ class Slots:
         self.busy += 1
         self._running[tenant] = self._running.get(tenant, 0) + 1
 
+    def _may_start(self, tenant: str) -> bool:
+        """Whether a slot is free for ``tenant``: the last one not for a tenant running more
+        than another that asked lately (alone, a tenant takes them all)."""
+        free = int(self.limit) - self.busy
+        mine = self._running.get(tenant, 0)
+        if free != 1 or not mine:
+            return free > 0
+        since = asyncio.get_running_loop().time() - RECENT_SECONDS
+        return all(
+            self._running.get(other, 0) >= mine
+            for other, seen in self._seen.items()
+            if other != tenant and seen > since
+        )
+
     def _dispatch(self) -> None:
         while self._waiting and self.busy < int(self.limit):
             tenant = min(
                 self._waiting, key=lambda t: (self._running.get(t, 0), self._waiting[t][0].order)
             )
+            if not self._may_start(tenant):
+                return  # the last slot, kept for a tenant with none running
             waiter = self._waiting[tenant].popleft()
             if not self._waiting[tenant]:
                 del self._waiting[tenant]

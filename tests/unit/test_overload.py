@@ -84,7 +84,28 @@ async def test_a_freed_slot_goes_to_the_waiting_tenant_with_the_fewest_running()
     assert [t.done() for t in loud] == [True, False, False]  # then the loud, in order
     slots.release("quiet")
     slots.release("loud")
-    assert all(await asyncio.gather(*loud)) and slots.busy == 2
+    await asyncio.sleep(0)
+    # The quiet tenant asked lately: the last slot is kept from the tenant running the most.
+    assert [t.done() for t in loud] == [True, True, False] and slots.busy == 1
+    assert await slots.take(0, "quiet") and slots.busy == 2
+    slots.release("quiet")
+    slots.release("loud")
+    assert all(await asyncio.gather(*loud)) and slots.busy == 1
+
+
+async def test_a_tenant_alone_takes_every_slot() -> None:
+    slots = Slots(3)
+    assert all([await slots.take(0, "only") for _ in range(3)]) and slots.busy == 3
+
+
+async def test_the_last_slot_goes_to_a_tenant_running_no_more_than_the_others() -> None:
+    slots = Slots(4)
+    assert all([await slots.take(0, "loud") for _ in range(2)])
+    assert await slots.take(0, "quiet")  # none running: a slot at once
+    assert await slots.take(0, "quiet")  # the last one: it runs no more than the loud one
+    slots.release("quiet")
+    assert not await slots.take(0, "loud")  # the last one, from the tenant running the most
+    assert await slots.take(0, "quiet")
 
 
 async def test_a_wait_that_runs_out_leaves_the_queue() -> None:
