@@ -13,7 +13,8 @@ one, ``bench.loadpath.open_loop.vegeta``), latency from the scheduled send time:
    429, 503 and no answer, and the answers later than ``BOUND_MS`` after their send time.
 
 With ``BENCH_ADMISSION_RATE`` set, the loud tenant's rate per process is limited to it
-(``MEMSTREAM_API_TENANT_RATE_OVERRIDES``). ``python -m bench admission``.
+(``MEMSTREAM_API_TENANT_RATE_OVERRIDES``); ``BENCH_ADMISSION_PROCESSES`` runs that many API
+processes, the requests spread over them. ``python -m bench admission``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ QUIET = f"{TENANT}-quiet"
 USERS = 20
 QUIET_RATE = 20
 SECONDS = int(os.environ.get("BENCH_ADMISSION_SECONDS", "10"))
+PROCESSES = int(os.environ.get("BENCH_ADMISSION_PROCESSES", "1"))  # API processes, requests spread
 STEP_SECONDS = 5
 RAMP = (20, 30, 40, 60, 80, 100, 130, 160, 200, 250)
 HELD_SHARE = 0.005
@@ -97,27 +99,28 @@ async def main() -> None:
     for tenant in (TENANT, QUIET):
         await load_conversations(settings, tenant, CONVERSATIONS, random.Random(1), bulk.user_id)
     logs = Path(tempfile.mkdtemp(prefix="bench-admission-"))
-    server = memstream_api(settings, logs / "memstream-api.log")
-    server.start()
+    servers = [memstream_api(settings, logs / f"memstream-api-{n}.log") for n in range(PROCESSES)]
+    for server in servers:
+        server.start()
     generator = vegeta()
     print(
-        f"admission: one process, {USERS} users x 200 memories in each of two tenants,"
+        f"admission: {PROCESSES} process(es), {USERS} users x 200 memories in each of two tenants,"
         f" load generator {generator or 'this process (httpx)'}, load average {loadavg()}"
         + (f", loud tenant limited to {rate} req/s" if rate else "")
     )
     try:
         for tenant in (TENANT, QUIET):
-            await configure_agents(server, tenant, _auth(tenant))
+            await configure_agents(servers[0], tenant, _auth(tenant))
         queries = [query_text(random.Random(q)) for q in range(1_000)]
         gc.collect()
         gc.freeze()
-        client = load_client(server)
+        clients = [load_client(server) for server in servers]
         seed = iter(range(100, 10_000))
 
         async def run(tenant: str, rate: float, seconds: int) -> OpenLoop:
             these = _as(tenant, bodies(USERS, round(rate * seconds), next(seed), queries))
             return await open_loop(
-                [client], [server], these, rate, seconds, generator=generator,
+                clients, servers, these, rate, seconds, generator=generator,
                 headers=_auth(tenant),
             )  # fmt: skip
 
@@ -152,7 +155,9 @@ async def main() -> None:
                 r = await run(TENANT, factor * capacity, SECONDS)
                 print(describe(f"{factor}x capacity", r, factor * capacity))
         finally:
-            await client.aclose()
-        print(f"  server log: {server.log_path}; load average {loadavg()}")
+            for client in clients:
+                await client.aclose()
+        print(f"  server logs: {logs}; load average {loadavg()}")
     finally:
-        server.stop()
+        for server in servers:
+            server.stop()
