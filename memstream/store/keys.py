@@ -109,27 +109,13 @@ async def live_ids(conn: AsyncConnection, tenant_id: str, memory_ids: Sequence[s
     ids = sorted(set(memory_ids))
     if not ids:
         return set()
-    builtin, ledger = long_term_memory.c, provider_memory.c
-    live = set(
-        (
-            await conn.execute(
-                select(builtin.id).where(
-                    builtin.tenant_id == tenant_id,
-                    builtin.id.in_(ids),
-                    builtin.deleted_at.is_(None),
-                )
-            )
-        ).scalars()
-    )
-    live |= set(
-        (
-            await conn.execute(
-                select(ledger.memory_id).where(
-                    ledger.tenant_id == tenant_id,
-                    ledger.memory_id.in_(ids),
-                    ledger.deleted_at.is_(None),
-                )
-            )
-        ).scalars()
-    )
+    live: set[str] = set()
+    for table, key in (
+        (long_term_memory, long_term_memory.c.id),
+        (provider_memory, provider_memory.c.memory_id),
+    ):
+        query = select(key).where(
+            table.c.tenant_id == tenant_id, key.in_(ids), table.c.deleted_at.is_(None)
+        )
+        live |= set((await conn.execute(query)).scalars())
     return live
