@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 VEGETA  := var/go/bin/vegeta
 GO      ?= $(shell command -v go || echo /usr/local/go/bin/go)
 
-.PHONY: install run test unit lint bench vegeta llm-venv llm-server services services-down lock clean
+.PHONY: install run test unit lint docs bench vegeta llm-venv llm-server services services-down lock clean
 
 install: $(STAMP)
 
@@ -49,6 +49,10 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) scripts/typecheck.py
+
+## docs: render docs/settings.md from the settings' declarations (a test checks it is current)
+docs: install
+	$(PY) -m memstream.settings.reference docs/settings.md
 
 ## lock: pin and hash every runtime dependency for the image (requirements.lock, read by the
 ## Dockerfile) from requirements.in (memstream and the client); run after changing the
