@@ -18,7 +18,7 @@ from memstream.broker.offsets import high_watermarks
 from memstream.broker.topics import partitions_of
 from memstream.errors import ProviderUnavailable
 from memstream.providers.router import ProviderRouter
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 from memstream.store import erasure
 from memstream.store.agents import Provider
 from memstream.store.cache import RedisCache
@@ -41,7 +41,7 @@ class Forgotten:
     conversations: int = 0
 
 
-async def input_ends(settings: Settings) -> Ends:
+async def input_ends(settings: BrokerSettings) -> Ends:
     """Where each partition of the input topics ends now (full topic names); raises
     ``ServiceUnavailable`` when the broker does not say."""
     tps = [

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from memstream.errors import ServiceUnavailable
-from memstream.settings import Settings
+from memstream.settings import ApiSettings, Settings
 
 TAIL_LINES = 40
 
@@ -35,7 +35,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def api_url(settings: Settings) -> str:
+def api_url(settings: ApiSettings) -> str:
     """Where a local client reaches the API these settings serve."""
     host = "127.0.0.1" if settings.api_host in ("", "0.0.0.0", "::") else settings.api_host
     return f"http://{host}:{settings.api_port}"

@@ -24,7 +24,7 @@ from memstream.failure.http import describe, log_reply
 from memstream.pooled_http import endpoint, pooled_client
 
 if TYPE_CHECKING:
-    from memstream.settings import Settings
+    from memstream.settings import LlmSettings
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class LLMClient:
         self._slots = asyncio.Semaphore(max_in_flight)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LLMClient | None:
+    def from_settings(cls, settings: LlmSettings) -> LLMClient | None:
         """The configured client, or None when no endpoint is set (rules and extracts then)."""
         if not settings.llm_base_url.strip():
             return None

@@ -21,7 +21,7 @@ from memstream.broker.clients import admin_client, group_less_consumer, stop_con
 from memstream.broker.groups import Group, committed_by_role, describe_groups
 from memstream.broker.patience import patiently
 from memstream.broker.topics import partitions
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 from memstream.topology import PUBLIC_TOPICS, ROLES, STAGES
 
 # The topics published into: the lag a platform sees.
@@ -78,7 +78,7 @@ def _shown(group: Group) -> dict[str, Any]:
     }
 
 
-async def workers(settings: Settings, within: float = TIMEOUT_SECONDS) -> Workers:
+async def workers(settings: BrokerSettings, within: float = TIMEOUT_SECONDS) -> Workers:
     """The worker groups and their lag on the input topics, in ``within`` seconds."""
     try:
         async with asyncio.timeout(within):
@@ -90,7 +90,7 @@ async def workers(settings: Settings, within: float = TIMEOUT_SECONDS) -> Worker
         return Workers(settings.app_id, error=exc.__class__.__name__)
 
 
-async def _describe(settings: Settings) -> Workers:
+async def _describe(settings: BrokerSettings) -> Workers:
     consumer = group_less_consumer(settings)
     async with admin_client(settings) as admin:
         groups = await describe_groups(admin, settings.app_id)

@@ -30,19 +30,8 @@ class Resources:
         engine = create_engine(settings.database_url, pre_ping=pre_ping)
         cache = None
         if settings.cache_enabled:
-            cache = RedisCache.from_url(
-                settings.redis_url,
-                timeout=settings.redis_timeout_seconds,
-                cluster=settings.redis_cluster,
-                prefix=settings.cache_prefix,
-                max_messages=settings.cache_max_messages,
-                ttl_seconds=settings.cache_ttl_seconds,
-                read_budget=settings.cache_read_budget_seconds,
-                breaker_failures=settings.cache_breaker_failures,
-                probe_seconds=settings.cache_probe_seconds,
-                # A node that answers again first drops the keys marked while it failed.
-                rebuilds=CacheRebuilds(engine),
-            )
+            # A node that answers again first drops the keys marked while it failed.
+            cache = RedisCache.from_settings(settings, rebuilds=CacheRebuilds(engine))
         else:
             log.warning("MEMSTREAM_REDIS_URL is empty: running without the hot cache")
         return cls(settings, engine, MessageStore(engine), cache)

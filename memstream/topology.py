@@ -17,7 +17,7 @@ from memstream.failure.tiers import RetryPolicy, tier_topic
 from memstream_client.contract import topics
 
 if TYPE_CHECKING:
-    from memstream.settings import Settings
+    from memstream.settings import RetrySettings
 
 ROLES = ("history", "summary", "longterm")
 # The public topics (the contract's), and those memstream writes and no stage of its own reads.
@@ -53,12 +53,12 @@ REDRIVE_TOPICS = tuple(stage.input for stage in STAGES)
 STAGE_TOPICS = tuple(topic for topic in REDRIVE_TOPICS if topic not in PUBLIC_TOPICS)
 
 
-def internal_topics(settings: Settings) -> tuple[str, ...]:
+def internal_topics(settings: RetrySettings) -> tuple[str, ...]:
     """The internal topics: stage to stage, then one per retry tier."""
     return STAGE_TOPICS + tier_topics(settings)
 
 
-def tier_topics(settings: Settings) -> tuple[str, ...]:
+def tier_topics(settings: RetrySettings) -> tuple[str, ...]:
     """One topic per retry tier, the first tier first."""
     tiers = RetryPolicy.from_settings(settings).tiers
     return tuple(tier_topic(tier) for tier in range(1, tiers + 1))

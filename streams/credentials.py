@@ -7,10 +7,10 @@ from __future__ import annotations
 import faust
 from faust.types.auth import CredentialsT
 
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 
 
-def broker_credentials(settings: Settings) -> CredentialsT | None:
+def broker_credentials(settings: BrokerSettings) -> CredentialsT | None:
     """``SASLCredentials`` (with a TLS context over ``SASL_SSL``), ``SSLCredentials`` over
     ``SSL``, nothing over ``PLAINTEXT``."""
     security = settings.kafka_security

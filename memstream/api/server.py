@@ -22,7 +22,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from memstream import metrics
 from memstream.api.errors import error_body
-from memstream.settings import Settings
+from memstream.settings import ApiSettings, Settings
 
 RECEIVED = "memstream.received"
 """Scope key: when the request's last byte was read (the loop's clock), set by the server."""
@@ -168,7 +168,7 @@ class BoundedProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def bounded_protocol(settings: Settings) -> type[BoundedProtocol]:
+def bounded_protocol(settings: ApiSettings) -> type[BoundedProtocol]:
     """A ``BoundedProtocol`` class with the settings' limits."""
     return type(
         "BoundedProtocol",

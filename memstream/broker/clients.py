@@ -20,10 +20,10 @@ from aiokafka.errors import KafkaConnectionError
 
 from memstream.broker.patience import patiently
 from memstream.errors import ServiceUnavailable
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 
 
-def client_options(settings: Settings) -> dict[str, Any]:
+def client_options(settings: BrokerSettings) -> dict[str, Any]:
     """What every client memstream builds is given, whatever its kind."""
     return {
         "bootstrap_servers": settings.kafka_bootstrap_servers,
@@ -31,22 +31,22 @@ def client_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def make_consumer(settings: Settings, *topics: str, **options: Any) -> AIOKafkaConsumer:
+def make_consumer(settings: BrokerSettings, *topics: str, **options: Any) -> AIOKafkaConsumer:
     """A consumer (subscribed to ``topics`` when named), not started."""
     return AIOKafkaConsumer(*topics, **client_options(settings), **options)
 
 
-def make_producer(settings: Settings, **options: Any) -> AIOKafkaProducer:
+def make_producer(settings: BrokerSettings, **options: Any) -> AIOKafkaProducer:
     """A producer, not started."""
     return AIOKafkaProducer(**client_options(settings), **options)
 
 
-def make_admin(settings: Settings, **options: Any) -> AIOKafkaAdminClient:
+def make_admin(settings: BrokerSettings, **options: Any) -> AIOKafkaAdminClient:
     """An admin client, not started."""
     return AIOKafkaAdminClient(**client_options(settings), **options)
 
 
-def group_less_consumer(settings: Settings) -> AIOKafkaConsumer:
+def group_less_consumer(settings: BrokerSettings) -> AIOKafkaConsumer:
     """A consumer for reading partition ends and records, in no group, committing nothing."""
     return make_consumer(
         settings,
@@ -57,14 +57,14 @@ def group_less_consumer(settings: Settings) -> AIOKafkaConsumer:
     )
 
 
-def broker_urls(settings: Settings) -> list[str]:
+def broker_urls(settings: BrokerSettings) -> list[str]:
     """Faust's broker URLs for the ``host:port,host:port`` list the clients are given."""
     servers = settings.kafka_bootstrap_servers
     return [f"kafka://{server.strip()}" for server in servers.split(",") if server.strip()]
 
 
 @asynccontextmanager
-async def admin_client(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
+async def admin_client(settings: BrokerSettings) -> AsyncIterator[AIOKafkaAdminClient]:
     admin = make_admin(settings, request_timeout_ms=15000)
     try:
         await admin.start()
@@ -80,7 +80,7 @@ async def admin_client(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]
 
 
 @asynccontextmanager
-async def producer(settings: Settings, **options: object) -> AsyncIterator[AIOKafkaProducer]:
+async def producer(settings: BrokerSettings, **options: object) -> AsyncIterator[AIOKafkaProducer]:
     """A producer that waits for all in-sync replicas (duplicates are harmless: event ids),
     started once the broker is ready."""
 
@@ -116,7 +116,7 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
             raise
 
 
-async def wait_for_broker(settings: Settings, within: float = 30.0) -> None:
+async def wait_for_broker(settings: BrokerSettings, within: float = 30.0) -> None:
     """Wait until the broker answers metadata requests."""
     deadline = asyncio.get_running_loop().time() + within
     while True:

@@ -13,7 +13,7 @@ from memstream.broker import offsets
 from memstream.broker.clients import admin_client, make_consumer, stop_consumer
 from memstream.broker.topics import partitions_of
 from memstream.roles import ROLES, group_id, groups_running, history_group, reading_group
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 from memstream.topology import role_of_topic
 
 
@@ -61,7 +61,7 @@ async def describe_groups(admin: AIOKafkaAdminClient, app_id: str) -> list[Group
     return groups
 
 
-async def live_members(settings: Settings, group_id: str) -> list[str]:
+async def live_members(settings: BrokerSettings, group_id: str) -> list[str]:
     """Member ids of the consumer group right now (empty when no worker runs)."""
     async with admin_client(settings) as admin:
         responses = await admin.describe_consumer_groups([group_id])
@@ -83,7 +83,7 @@ async def committed_by_role(
     return {tp: max(done[tp] for done in found) for tp in tps}
 
 
-async def caught_up(settings: Settings, topic_name: str) -> bool:
+async def caught_up(settings: BrokerSettings, topic_name: str) -> bool:
     """Whether the group an all-roles worker reads the topic in has committed every record
     now in it."""
     topic = settings.topic(topic_name)

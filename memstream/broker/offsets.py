@@ -21,7 +21,7 @@ from aiokafka.errors import KafkaError
 
 from memstream.broker.clients import make_consumer
 from memstream.errors import ServiceUnavailable
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 
 # A year ahead: no record of a live topic carries a later time.
 _PROBE_AHEAD_MS = 365 * 24 * 3600 * 1000
@@ -69,7 +69,9 @@ async def committed(
     return out
 
 
-async def commit(settings: Settings, group: str, positions: dict[TopicPartition, int]) -> None:
+async def commit(
+    settings: BrokerSettings, group: str, positions: dict[TopicPartition, int]
+) -> None:
     """Commit ``positions`` for ``group`` from outside it; the broker refuses (KafkaError)
     while the group has live members."""
     consumer = make_consumer(settings, group_id=group, enable_auto_commit=False)

@@ -27,7 +27,7 @@ from aiokafka.errors import (
 )
 
 from memstream.errors import ConfigurationError, ServiceUnavailable
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -48,7 +48,11 @@ def not_ready(exc: BaseException) -> bool:
 
 
 async def patiently(
-    settings: Settings, what: str, call: Callable[[], Awaitable[T]], *, within: float | None = None
+    settings: BrokerSettings,
+    what: str,
+    call: Callable[[], Awaitable[T]],
+    *,
+    within: float | None = None,
 ) -> T:
     """``call()``, tried again while the broker is not ready, for at most ``within`` seconds
     (the configured wait when None)."""
@@ -74,7 +78,7 @@ def _unanswered(exc: BaseException) -> bool:
     return isinstance(exc, KafkaConnectionError) or isinstance(exc.__cause__, KafkaConnectionError)
 
 
-async def _raise_refusal(settings: Settings, what: str) -> None:
+async def _raise_refusal(settings: BrokerSettings, what: str) -> None:
     refusal = await settings.kafka_security.refusal(settings.kafka_bootstrap_servers)
     if refusal is not None:
         raise ConfigurationError(

@@ -13,7 +13,7 @@ from memstream.broker.offsets import target_offsets
 from memstream.broker.topics import partitions_of
 from memstream.errors import MemstreamError, ReplayRefused
 from memstream.roles import ROLES, groups_running, reading_group
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 from memstream.topology import role_of_topic
 
 
@@ -27,7 +27,7 @@ class Rewind:
     group: str = ""
 
 
-async def replay(settings: Settings, topic_name: str, to: datetime | None) -> list[Rewind]:
+async def replay(settings: BrokerSettings, topic_name: str, to: datetime | None) -> list[Rewind]:
     """Rewind the worker groups' offsets on ``topic_name`` to the start (None) or a time: the
     group of every worker kind that reads it (memstream.roles) and has committed on it, or the
     group an all-roles worker reads it in when none has; a worker starting later never skips
@@ -59,7 +59,7 @@ async def replay(settings: Settings, topic_name: str, to: datetime | None) -> li
 
 
 async def _rewind(
-    settings: Settings, group: str, tps: list[TopicPartition], to: datetime | None
+    settings: BrokerSettings, group: str, tps: list[TopicPartition], to: datetime | None
 ) -> list[Rewind]:
     consumer = make_consumer(settings, group_id=group, enable_auto_commit=False)
     await consumer.start()

@@ -19,20 +19,20 @@ from aiokafka.errors import IncompatibleBrokerVersion, TopicAlreadyExistsError
 from memstream.broker.clients import admin_client, make_consumer, producer, stop_consumer
 from memstream.broker.offsets import target_offsets
 from memstream.broker.patience import patiently
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 from memstream.topology import PUBLIC_TOPICS
 from memstream_client.contract.topics import MEMORY_CHANGED
 
 log = logging.getLogger(__name__)
 
 
-async def ensure_topics(settings: Settings, names: tuple[str, ...] = PUBLIC_TOPICS) -> None:
+async def ensure_topics(settings: BrokerSettings, names: tuple[str, ...] = PUBLIC_TOPICS) -> None:
     """Create the public topics with the configured partition count when missing, waiting for
     a broker that is not ready yet."""
     await patiently(settings, "creating topics", partial(_ensure_topics, settings, names))
 
 
-def topic_configs(settings: Settings, name: str) -> dict[str, str]:
+def topic_configs(settings: BrokerSettings, name: str) -> dict[str, str]:
     """The configs memstream sets on a topic (unprefixed ``name``): ``memory-changed`` keeps a
     change for ``MEMSTREAM_CHANGES_RETENTION_HOURS``, the longest a forgotten text may stay.
     It is not compacted: its key is the user, and compaction would keep a user's last change."""
@@ -41,7 +41,7 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     return {"retention.ms": str(int(settings.changes_retention_hours * 3600 * 1000))}
 
 
-async def _ensure_topics(settings: Settings, names: tuple[str, ...]) -> None:
+async def _ensure_topics(settings: BrokerSettings, names: tuple[str, ...]) -> None:
     async with admin_client(settings) as admin:
         existing = set(await admin.list_topics())
         missing = [n for n in names if settings.topic(n) not in existing]
@@ -98,7 +98,7 @@ async def partitions(admin: AIOKafkaAdminClient, topic: str) -> list[TopicPartit
     return sorted(TopicPartition(topic, p["partition"]) for p in described["partitions"])
 
 
-async def partitions_of(settings: Settings, topic: str) -> list[int]:
+async def partitions_of(settings: BrokerSettings, topic: str) -> list[int]:
     """Partition ids of a topic (empty when it does not exist), waiting for a broker that is
     not ready yet."""
 
@@ -110,7 +110,7 @@ async def partitions_of(settings: Settings, topic: str) -> list[int]:
 
 
 async def publish(
-    settings: Settings, topic_name: str, values: Iterable[bytes | Mapping[str, Any]]
+    settings: BrokerSettings, topic_name: str, values: Iterable[bytes | Mapping[str, Any]]
 ) -> int:
     """Publish raw values (mappings as JSON), each keyed by its ``conversation_id`` when it has
     one, and wait for every acknowledgement; returns how many were sent."""
@@ -129,7 +129,7 @@ async def publish(
 
 
 async def records_until_now(
-    settings: Settings, topic: str, since: datetime | None = None
+    settings: BrokerSettings, topic: str, since: datetime | None = None
 ) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
     """Every record of ``topic`` (full name) from ``since`` (or the start) up to its end at the
     time of the call, partition by partition in offset order; read without a consumer group."""
@@ -152,7 +152,7 @@ async def records_until_now(
 
 
 async def _reading(
-    settings: Settings, tps: list[TopicPartition], since: datetime | None
+    settings: BrokerSettings, tps: list[TopicPartition], since: datetime | None
 ) -> tuple[AIOKafkaConsumer, dict[TopicPartition, int], dict[TopicPartition, int]]:
     """A started consumer positioned at ``since`` on ``tps``, with where each ends now."""
     consumer = make_consumer(settings, enable_auto_commit=False)

@@ -15,7 +15,7 @@ from memstream.broker.clients import group_less_consumer, stop_consumer
 from memstream.broker.offsets import target_offsets
 from memstream.broker.patience import patiently
 from memstream.broker.topics import ensure_topics, partitions_of, records_until_now
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 from memstream_client.contract.topics import MEMORY_CHANGED
 
 PREVIEW_CHARS = 60
@@ -69,7 +69,7 @@ def _decoded(record: ConsumerRecord[bytes, bytes]) -> Any:
 
 
 async def _following(
-    settings: Settings, topic: str, since: datetime | None
+    settings: BrokerSettings, topic: str, since: datetime | None
 ) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
     """Every record from ``since`` (else from now on), as it arrives, until cancelled."""
     tps = [TopicPartition(topic, p) for p in await partitions_of(settings, topic)]
@@ -93,7 +93,7 @@ async def _following(
 
 
 async def show(
-    settings: Settings,
+    settings: BrokerSettings,
     selection: Filter,
     *,
     follow: bool = False,

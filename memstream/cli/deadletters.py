@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from memstream.broker.topics import records_until_now
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 from memstream_client.contract.deadletter import Letter, read_letter
 from memstream_client.contract.topics import DEAD_LETTER
 
@@ -41,7 +41,7 @@ class Reading:
 
 
 async def selected(
-    settings: Settings, selection: Selection, reading: Reading
+    settings: BrokerSettings, selection: Selection, reading: Reading
 ) -> AsyncIterator[Letter]:
     """The selected letters now in the dead-letter topic, oldest first per partition."""
     # Letters are stamped when they failed, so the topic need only be read from ``since``.
@@ -58,7 +58,7 @@ async def selected(
             yield letter
 
 
-async def newest(settings: Settings, selection: Selection, limit: int) -> Reading:
+async def newest(settings: BrokerSettings, selection: Selection, limit: int) -> Reading:
     """The newest ``limit`` selected letters, oldest first."""
     reading = Reading()
     kept: deque[Letter] = deque(maxlen=limit)

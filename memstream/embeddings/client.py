@@ -36,7 +36,7 @@ from memstream.failure.http import (
 from memstream.pooled_http import endpoint, pooled_client
 
 if TYPE_CHECKING:
-    from memstream.settings import Settings
+    from memstream.settings import EmbeddingSettings
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class EmbeddingClient:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> EmbeddingClient | None:
+    def from_settings(cls, settings: EmbeddingSettings) -> EmbeddingClient | None:
         """The configured client, or None when no endpoint is set (lexical retrieval only)."""
         if not settings.embedding_base_url.strip():
             return None

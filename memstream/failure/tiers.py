@@ -21,7 +21,7 @@ import orjson
 from memstream.events.origin import ORIGIN_HEADER, Origin
 
 if TYPE_CHECKING:
-    from memstream.settings import Settings
+    from memstream.settings import RetrySettings
 
 ATTEMPT_HEADER = "memstream-retry-attempt"
 SINCE_HEADER = "memstream-retry-since"
@@ -36,7 +36,7 @@ class RetryPolicy:
     horizon: float = 3600.0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> RetryPolicy:
+    def from_settings(cls, settings: RetrySettings) -> RetryPolicy:
         return cls(
             settings.retry_base_seconds,
             settings.retry_max_delay_seconds,

@@ -26,7 +26,7 @@ from memstream.broker.clients import group_less_consumer, make_admin, stop_consu
 from memstream.broker.topics import partitions
 from memstream.errors import HistoryBehind
 from memstream.roles import groups_running
-from memstream.settings import Settings
+from memstream.settings import BrokerSettings
 from memstream_client.contract.topics import MESSAGE_WRITTEN
 
 
@@ -34,7 +34,7 @@ class HistoryOrdering:
     """How far the history stage has stored ``message-written``, from the group's committed
     offsets; one per worker, its admin client opened on first use."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
         self.topic = settings.topic(MESSAGE_WRITTEN)
         self._lookups = offsets.TimeLookups()

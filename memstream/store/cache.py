@@ -10,7 +10,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import orjson
 import redis.asyncio as redis
@@ -28,6 +28,9 @@ from memstream.errors import CacheUnavailable
 from memstream.store.breaker import Breakers
 from memstream.store.messages import StoredMessage
 from memstream.store.rebuilds import CacheRebuilds
+
+if TYPE_CHECKING:
+    from memstream.settings import CacheSettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -216,6 +219,22 @@ class RedisCache:
                 url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False
             )
         return cls(client, timeout=timeout, **kwargs)
+
+    @classmethod
+    def from_settings(cls, settings: CacheSettings, **kwargs: Any) -> RedisCache:
+        """The cache the cache section describes (``MEMSTREAM_REDIS_URL`` must be set)."""
+        return cls.from_url(
+            settings.redis_url,
+            timeout=settings.redis_timeout_seconds,
+            cluster=settings.redis_cluster,
+            prefix=settings.cache_prefix,
+            max_messages=settings.cache_max_messages,
+            ttl_seconds=settings.cache_ttl_seconds,
+            read_budget=settings.cache_read_budget_seconds,
+            breaker_failures=settings.cache_breaker_failures,
+            probe_seconds=settings.cache_probe_seconds,
+            **kwargs,
+        )
 
     def script(self, text: str) -> AsyncScript:
         """A Lua script run through this cache's client."""
