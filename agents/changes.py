@@ -7,16 +7,16 @@ from __future__ import annotations
 from functools import cache
 
 from memstream.changes.relay import ChangeRelay
-from memstream.streams import shared
+from memstream.streams import services
 from memstream.streams.app import app, settings
 
 
 @cache
 def relay() -> ChangeRelay:
     return ChangeRelay(
-        shared.resources().engine,
+        services.resources().engine,
         settings,
-        shared.router().changes,
+        services.router().changes,
         interval=settings.changes_relay_interval_seconds,
     )
 

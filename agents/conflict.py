@@ -1,7 +1,7 @@
 """The conflict stage: plan each session against the live memories of its user, and apply the
 plan (write new memories first, then expire the old), one session of a user after the other,
 in the order they ended (``memstream.longterm.user_queue``): records with candidates, and the
-placeholders, releases and wakes that keep that order (``memstream.streams.order``)."""
+placeholders, releases and wakes that keep that order (``memstream.streams.user_queues``)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from memstream.longterm.payloads import Session, arrival_of, dumps, loads, sessi
 from memstream.longterm.retention import Retention
 from memstream.longterm.stages import persist, plan
 from memstream.longterm.user_queue import Arrival, Outcomes, Stage, UserOrder, Waiting
-from memstream.streams import shared
+from memstream.streams import delivery, services
 from memstream.streams.app import app, settings
-from memstream.streams.order import wake_at
 from memstream.streams.stage import Settle, decoded, publish_dead_letter, retry_later
 from memstream.streams.topics import lt_conflict, retry_policy
-from memstream.tables.order import user_queues
+from memstream.streams.user_queues import wake_at
+from memstream.tables.user_queues import user_queues
 
 STAGE = "conflict"
 waiting = Waiting()
@@ -37,7 +37,7 @@ waiting = Waiting()
 
 @cache
 def resolver() -> LLMConflictResolver | None:
-    client = shared.llm()
+    client = services.llm()
     return LLMConflictResolver(client) if client else None
 
 
@@ -54,10 +54,10 @@ async def _apply(
     kept: bytes | None,
     keep: Callable[[bytes], Awaitable[None]],
 ) -> None:
-    if await shared.forgotten_before(current.tenant_id, current.user_id, current.origin):
+    if await services.forgotten_before(current.tenant_id, current.user_id, current.origin):
         metrics.EVENTS.labels(STAGE, "dropped_forgotten").inc()
         return
-    provider = await shared.router().for_agent(current.tenant_id, current.agent_id)
+    provider = await services.router().for_agent(current.tenant_id, current.agent_id)
     if kept is None:
         verdict = await plan(current, candidates, provider, resolver())
         metrics.MEMORIES.labels("skipped").inc(verdict.skipped)
@@ -67,7 +67,9 @@ async def _apply(
         await keep(kept)
     _, store, expire = read_plan(kept)
     retention = Retention.of(settings.episode_retention_days, settings.episode_max_per_user)
-    overtaken = partial(shared.overtaken, current.tenant_id, current.user_id, current.origin, STAGE)
+    overtaken = partial(
+        services.overtaken, current.tenant_id, current.user_id, current.origin, STAGE
+    )
     gone = await persist(provider, current, store, expire, retention, overtaken)
     metrics.MEMORIES.labels("stored").inc(len(store))
     metrics.MEMORIES.labels("expired").inc(len(gone))
@@ -85,7 +87,7 @@ def read_arrival(raw: bytes | None) -> tuple[Arrival, bytes | None]:
 
 
 async def resend(head: SourceRecord) -> None:
-    await shared.send_durably(lt_conflict, head.key, head.value)
+    await delivery.send_durably(lt_conflict, head.key, head.value)
 
 
 async def handle(source: SourceRecord) -> Outcomes:
@@ -122,7 +124,7 @@ async def conflict(stream: faust.StreamT[Any]) -> None:
     async for event in events.events():
         try:
             with tracing.consumed(STAGE, event.message.headers):
-                outcomes = await handle(shared.source_of(event))
+                outcomes = await handle(delivery.source_of(event))
         except Exception as exc:
             await settle.failed([event], exc)
             continue

@@ -11,11 +11,15 @@ from memstream.events.deadletter import SourceRecord
 from memstream.longterm.dedupe import dedupe as dedupe_candidates
 from memstream.longterm.models import Candidate
 from memstream.longterm.payloads import Session, at_of, candidates_of, dumps, loads, session_of
-from memstream.streams import shared
+from memstream.streams import delivery
 from memstream.streams.app import app
-from memstream.streams.order import release_session, released_when_dead_lettered, session_of_record
 from memstream.streams.stage import Settle
 from memstream.streams.topics import lt_conflict, lt_dedupe
+from memstream.streams.user_queues import (
+    release_session,
+    released_when_dead_lettered,
+    session_of_record,
+)
 
 STAGE = "dedupe"
 Candidates = tuple[Session, list[Candidate], float | None]
@@ -38,7 +42,7 @@ async def handle(proposed: Candidates, source: SourceRecord) -> None:
         return
     # Keyed by (tenant, user) from here on: two sessions of one user never race on a cube.
     value = dumps(session=current, candidates=candidates, at=at)
-    await shared.send_durably(lt_conflict, current.owner_key, value)
+    await delivery.send_durably(lt_conflict, current.owner_key, value)
 
 
 @app.agent(lt_dedupe)

@@ -9,7 +9,7 @@ from functools import cache
 
 from memstream.embeddings.backfill import EmbeddingBackfill
 from memstream.embeddings.client import EmbeddingClient
-from memstream.streams import shared
+from memstream.streams import services
 from memstream.streams.app import app, settings
 
 TICK_SECONDS = 1.0
@@ -18,7 +18,7 @@ TICK_SECONDS = 1.0
 @cache
 def backfill() -> EmbeddingBackfill | None:
     client = EmbeddingClient.from_settings(settings)
-    return None if client is None else EmbeddingBackfill(shared.resources().engine, client)
+    return None if client is None else EmbeddingBackfill(services.resources().engine, client)
 
 
 if settings.embedding_base_url.strip():

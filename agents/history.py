@@ -22,7 +22,7 @@ from memstream.roles import history_group
 from memstream.runtime import Resources
 from memstream.store.forgets import ForgetSet, ForgetStore
 from memstream.store.rebuilds import CacheRebuilds
-from memstream.streams import shared
+from memstream.streams import delivery
 from memstream.streams.app import app, settings
 from memstream.streams.topics import message_written, summary_check
 
@@ -160,7 +160,7 @@ async def history() -> None:
     writer = HistoryWriter(
         resources.messages,
         resources.cache,
-        shared.publish_dead_letters,
+        delivery.publish_dead_letters,
         rebuilds=CacheRebuilds(resources.engine),
         max_content_chars=settings.max_content_chars,
         max_backoff=settings.db_retry_max_seconds,

@@ -9,7 +9,7 @@ import logging
 from functools import cache
 
 from memstream.store.turns import HistoryIndex
-from memstream.streams import shared
+from memstream.streams import services
 from memstream.streams.app import app
 
 log = logging.getLogger(__name__)
@@ -19,7 +19,7 @@ TICK_SECONDS = 2.0
 
 @cache
 def index() -> HistoryIndex:
-    return HistoryIndex(shared.resources().engine)
+    return HistoryIndex(services.resources().engine)
 
 
 @app.task  # type: ignore[untyped-decorator]

@@ -10,7 +10,7 @@ import logging
 from functools import cache
 
 from memstream.store.postings import TermBackfill
-from memstream.streams import shared
+from memstream.streams import services
 from memstream.streams.app import app
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,7 @@ TICK_SECONDS = 5.0
 
 @cache
 def backfill() -> TermBackfill:
-    return TermBackfill(shared.resources().engine)
+    return TermBackfill(services.resources().engine)
 
 
 @app.task  # type: ignore[untyped-decorator]

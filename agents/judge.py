@@ -14,15 +14,15 @@ from memstream.longterm.judge import Judge
 from memstream.longterm.models import SessionMessage
 from memstream.longterm.payloads import Session, at_of, dumps, loads, messages_of, session_of
 from memstream.store.agents import bound_model
-from memstream.streams import shared
+from memstream.streams import delivery, services
 from memstream.streams.app import app, settings
-from memstream.streams.order import (
+from memstream.streams.stage import Settle
+from memstream.streams.topics import lt_dedupe, lt_judge
+from memstream.streams.user_queues import (
     release_session,
     released_when_dead_lettered,
     session_of_record,
 )
-from memstream.streams.stage import Settle
-from memstream.streams.topics import lt_dedupe, lt_judge
 
 STAGE = "judge"
 
@@ -30,7 +30,7 @@ STAGE = "judge"
 @cache
 def judge_of_worker() -> Judge:
     # The rules and episodes are regexes over user text: they run in a process of their own.
-    return Judge(shared.llm(), CpuPool(STAGE))
+    return Judge(services.llm(), CpuPool(STAGE))
 
 
 Judged = tuple[Session, list[SessionMessage], float | None]
@@ -44,16 +44,16 @@ def read(raw: bytes | None) -> Judged:
 
 async def handle(session: Judged, source: SourceRecord) -> None:
     current, messages, at = session
-    if await shared.forgotten_before(current.tenant_id, current.user_id, current.origin):
+    if await services.forgotten_before(current.tenant_id, current.user_id, current.origin):
         await release_session(current, "forgotten")
         metrics.EVENTS.labels(STAGE, "dropped_forgotten").inc()
         return
-    config = await shared.router().config(current.tenant_id, current.agent_id)
+    config = await services.router().config(current.tenant_id, current.agent_id)
     model = bound_model(config, settings.model_of_target)
     # LLM errors, timeouts and bad output fall back to the rules inside the judge.
     result = await judge_of_worker().judge(messages, agent_id=current.agent_id, model=model)
     metrics.EVENTS.labels(STAGE, result.method).inc()
-    await shared.send_durably(
+    await delivery.send_durably(
         lt_dedupe,
         source.key,
         dumps(session=current, candidates=list(result.memories), method=result.method, at=at),

@@ -16,7 +16,7 @@ from memstream.longterm.payloads import Session, loads, memories_of, session_of
 from memstream.longterm.retention import Retention
 from memstream.longterm.stages import persist as persist_plan
 from memstream.memory import NewMemory
-from memstream.streams import shared
+from memstream.streams import services
 from memstream.streams.app import app, settings
 from memstream.streams.stage import Settle
 from memstream.streams.topics import lt_persist
@@ -35,12 +35,14 @@ def read(raw: bytes | None) -> Writes:
 
 async def handle(writes: Writes, source: SourceRecord) -> None:
     current, store, expire = writes
-    if await shared.forgotten_before(current.tenant_id, current.user_id, current.origin):
+    if await services.forgotten_before(current.tenant_id, current.user_id, current.origin):
         metrics.EVENTS.labels(STAGE, "dropped_forgotten").inc()
         return
-    provider = await shared.router().for_agent(current.tenant_id, current.agent_id)
+    provider = await services.router().for_agent(current.tenant_id, current.agent_id)
     retention = Retention.of(settings.episode_retention_days, settings.episode_max_per_user)
-    overtaken = partial(shared.overtaken, current.tenant_id, current.user_id, current.origin, STAGE)
+    overtaken = partial(
+        services.overtaken, current.tenant_id, current.user_id, current.origin, STAGE
+    )
     gone = await persist_plan(provider, current, store, expire, retention, overtaken)
     metrics.MEMORIES.labels("stored").inc(len(store))
     metrics.MEMORIES.labels("expired").inc(len(gone))

@@ -27,7 +27,7 @@ from memstream.events.deadletter import SourceRecord
 from memstream.failure.inplace import retry_forever
 from memstream.failure.tiers import RetryRecord
 from memstream.roles import inputs_of
-from memstream.streams import shared
+from memstream.streams import delivery
 from memstream.streams.app import app, group, roles, settings
 from memstream.streams.stage import publish_dead_letter
 from memstream.streams.topics import retry_tiers, stage_inputs
@@ -103,7 +103,7 @@ class Redelivery:
                 self.waiting[tp] = pending.not_before
                 break
             send = partial(
-                shared.send_durably, target, pending.key, pending.value,
+                delivery.send_durably, target, pending.key, pending.value,
                 pending.headers(), pending.timestamp,
             )  # fmt: skip
             with tracing.consumed(STAGE, record.headers):

@@ -15,16 +15,16 @@ from memstream.longterm.history_wait import HistoryOrdering
 from memstream.longterm.payloads import Session, dumps, ended_at
 from memstream.longterm.stages import collect
 from memstream.store.agents import long_term_enabled
-from memstream.streams import shared
+from memstream.streams import delivery, services
 from memstream.streams.app import app, settings
-from memstream.streams.order import (
+from memstream.streams.stage import Settle
+from memstream.streams.topics import lt_judge, session_ended, summary_check
+from memstream.streams.user_queues import (
     announce,
     release_session,
     released_when_dead_lettered,
     session_of_end,
 )
-from memstream.streams.stage import Settle
-from memstream.streams.topics import lt_judge, session_ended, summary_check
 from memstream_client.contract.events import SessionEnded, parse_session_end
 
 STAGE = "session"
@@ -44,15 +44,15 @@ async def handle(ended: SessionEnded, source: SourceRecord) -> None:
     """Outages of the database or the broker end in a retry of the whole session: every step
     here can be repeated. The session's messages are in the record (``stored``)."""
     current = Session.of(ended, tracing.traceparent(), source.first)
-    if await shared.forgotten_before(current.tenant_id, current.user_id, current.origin):
+    if await services.forgotten_before(current.tenant_id, current.user_id, current.origin):
         # Said before the user was forgotten: nothing of it is learned (a replay, a retry).
         await release_session(current, "forgotten")
         metrics.EVENTS.labels(STAGE, "dropped_forgotten").inc()
         return
     # No long-term work for an agent that opted out or binds no model, as on the load path.
-    config = await shared.router().config(current.tenant_id, current.agent_id)
+    config = await services.router().config(current.tenant_id, current.agent_id)
     wanted = long_term_enabled(config)
-    messages, marks = shared.resources().messages, shared.marks()
+    messages, marks = services.resources().messages, services.marks()
     collected = None
     if wanted:
         collected = await collect(current, messages, marks, kept_back=await kept_back(current))
@@ -69,19 +69,19 @@ async def handle(ended: SessionEnded, source: SourceRecord) -> None:
     # it and the later stages are idempotent, while marks first could lose it.
     at = ended_at(ended, source.timestamp)
     record = dumps(session=current, messages=collected.messages, at=at)
-    await shared.send_durably(lt_judge, current.conversation_id.encode(), record)
-    await shared.marks().record(current.tenant_id, current.conversation_id, collected.new_marks)
+    await delivery.send_durably(lt_judge, current.conversation_id.encode(), record)
+    await services.marks().record(current.tenant_id, current.conversation_id, collected.new_marks)
     metrics.EVENTS.labels(STAGE, "judged").inc()
 
 
 async def kept_back(current: Session) -> frozenset[str]:
     """The messages of a forgotten user the record still holds (a forget that kept the
     history) from before the forget: never learned from again."""
-    forgotten = shared.forgets().of(current.tenant_id, current.user_id)
+    forgotten = services.forgets().of(current.tenant_id, current.user_id)
     if forgotten is None or not forgotten.message_id:
         return frozenset()
     return frozenset(
-        await shared.resources().messages.written_through(
+        await services.resources().messages.written_through(
             current.tenant_id, current.conversation_id, current.user_id, forgotten.message_id
         )
     )

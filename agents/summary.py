@@ -19,7 +19,7 @@ from memstream.settings import SUMMARY_BUDGET_TOKENS
 from memstream.shortterm.fold import fold_many
 from memstream.shortterm.llm_summary import model_summary
 from memstream.store.summaries import Covering, Summary, Uncovered
-from memstream.streams import shared
+from memstream.streams import delivery, services
 from memstream.streams.app import app, settings
 from memstream.streams.stage import Event, Settle, decoded
 from memstream.streams.topics import summary_check
@@ -44,12 +44,12 @@ async def summarise(conversations: Sequence[Conversation]) -> dict[Conversation,
     """Fold the due conversations' new messages into their summaries and store them; answers
     the conversations that failed on their own (the others are stored). Database errors raise:
     they concern every conversation of the call."""
-    store = shared.summaries()
-    mark = await shared.forgets().refresh(fresh=True)
+    store = services.summaries()
+    mark = await services.forgets().refresh(fresh=True)
     uncovered = await store.uncovered_many(conversations, FOLD_MESSAGES)
     due = {c: u for c, u in uncovered.items() if len(u.messages) >= TRIGGER}
     written: dict[Conversation, Summary] = {}
-    client = shared.llm()
+    client = services.llm()
     if client is not None:
         limit = asyncio.Semaphore(LLM_AT_ONCE)
 
@@ -77,13 +77,13 @@ async def summarise(conversations: Sequence[Conversation]) -> dict[Conversation,
 async def _take_back(mark: int, written: list[Conversation]) -> None:
     """A forget that purged a user's history while these were folded may have gone before
     they were written, and they may hold the user's words: they go, folded anew later."""
-    await shared.forgets().refresh(fresh=True)
-    tenants = {tenant for tenant, _ in shared.forgets().since(mark, history=True)}
+    await services.forgets().refresh(fresh=True)
+    tenants = {tenant for tenant, _ in services.forgets().since(mark, history=True)}
     undo = [c for c in written if c[0] in tenants]
     if not undo:
         return
-    await shared.summaries().drop(undo)
-    cache_ = shared.resources().cache
+    await services.summaries().drop(undo)
+    cache_ = services.resources().cache
     if cache_ is not None:
         await cache_.forget(undo)
     metrics.EVENTS.labels(STAGE, "taken_back_forgotten").inc(len(undo))
@@ -135,7 +135,7 @@ async def _fold_each(
 
 
 async def _cache(written: dict[Conversation, Summary]) -> None:
-    cache_ = shared.resources().cache
+    cache_ = services.resources().cache
     if cache_ is None or not written:
         return
     results = await asyncio.gather(
@@ -160,13 +160,13 @@ async def settle_burst(settle: Settle, events: list[Event]) -> None:
     asked: list[tuple[Event, list[Conversation]]] = []
     for event in events:
         try:
-            asked.append((event, decoded(read_summary_check, shared.source_of(event))))
+            asked.append((event, decoded(read_summary_check, delivery.source_of(event))))
         except InvalidEvent as exc:
             await settle.failed([event], exc)
     conversations = sorted({c for _, listed in asked for c in listed})
     outcome: dict[Conversation, Exception] = {}
     try:
-        counts = await shared.summaries().uncovered_counts(conversations)
+        counts = await services.summaries().uncovered_counts(conversations)
     except Exception as exc:
         outcome = dict.fromkeys(conversations, exc)  # nothing is known about any of them
     else:

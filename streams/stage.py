@@ -26,7 +26,7 @@ from memstream.events.deadletter import SourceRecord, dead_letter
 from memstream.failure.classify import failure_reason
 from memstream.failure.inplace import retry_forever
 from memstream.failure.tiers import Failing, next_try
-from memstream.streams import shared
+from memstream.streams import delivery
 from memstream.streams.topics import retry_policy, retry_tiers
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ async def publish_dead_letter(stage: str, source: SourceRecord, reason: str, det
     """Send the record to dead-letter and wait for the broker to have it."""
     letter = dead_letter(reason, detail, stage, source)
     # The record is acknowledged after this returns, so a broker outage is waited out here.
-    send = partial(shared.publish_dead_letters, [letter])
+    send = partial(delivery.publish_dead_letters, [letter])
     await retry_forever(stage, "dead_letter", send, transient=(Exception,))
     metrics.DEAD_LETTERS.labels(stage, reason).inc()
 
@@ -73,7 +73,7 @@ async def retry_later(
         return False
     tier = retry_policy.tier_of(retry.failing.attempts)
     traced = list(tracing.continuing(source.headers))  # the record's trace, whoever is current
-    send = partial(shared.send_durably, retry_tiers[tier], source.key, retry.encode(), traced)
+    send = partial(delivery.send_durably, retry_tiers[tier], source.key, retry.encode(), traced)
     await retry_forever(stage, "retry", send, transient=(Exception,))
     metrics.RETRIES.labels(stage, "record").inc()
     log.warning(
@@ -124,7 +124,7 @@ class Settle:
     ) -> None:
         """Decode, handle and settle each of ``events`` in turn."""
         for event in events:
-            source = shared.source_of(event)
+            source = delivery.source_of(event)
             await self.run([event], partial(_decode_and_handle, decode, handle, source))
 
     async def run(self, events: Sequence[Event], work: Callable[[], Awaitable[object]]) -> bool:
@@ -151,7 +151,7 @@ class Settle:
         if reason == "stage_error":
             log.error("%s failed on %d record(s)", self.stage, len(events), exc_info=exc)
         for event in events:
-            source = shared.source_of(event)
+            source = delivery.source_of(event)
             outcome = "dead_lettered"
             if reason is not None:
                 await publish_dead_letter(self.stage, source, reason, self._detail(reason, exc))

@@ -1,17 +1,12 @@
-"""Process-wide resources of a worker, shared by its agents and built on first use."""
+"""The services a worker's stages use (the database and cache, the providers, the LLM, the
+forget records), built once per process on first use."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Any
 
-import faust
-
-from memstream import metrics, tracing
-from memstream.events.deadletter import DeadLetter, SourceRecord
-from memstream.events.origin import Origin, origin_in
+from memstream import metrics
+from memstream.events.origin import Origin
 from memstream.forget import Forgotten, erase_memories
 from memstream.llm import LLMClient
 from memstream.providers.router import ProviderRouter
@@ -20,7 +15,6 @@ from memstream.store.forgets import ForgetSet, ForgetStore
 from memstream.store.marks import MarkStore
 from memstream.store.summaries import SummaryStore
 from memstream.streams.app import settings
-from memstream.streams.topics import dead_letter
 
 
 @cache
@@ -71,40 +65,3 @@ async def overtaken(tenant_id: str, user_id: str, origin: Origin | None, stage: 
 @cache
 def llm() -> LLMClient | None:
     return LLMClient.from_settings(settings)
-
-
-def source_of(event: faust.EventT[Any]) -> SourceRecord:
-    message = event.message
-    headers = message.headers or ()
-    return SourceRecord(
-        topic=message.topic,
-        partition=message.partition,
-        offset=message.offset,
-        timestamp=message.timestamp,
-        key=message.key,
-        value=message.value,
-        headers=message.headers,
-        origin=origin_in(headers.items() if isinstance(headers, Mapping) else headers),
-    )
-
-
-async def publish_dead_letters(letters: Sequence[DeadLetter]) -> None:
-    """Send every letter and wait until the broker has them all (before offsets move on)."""
-    pending = [
-        await dead_letter.send(key=letter.key, value=letter.value, headers=list(letter.headers))
-        for letter in letters
-    ]
-    await asyncio.gather(*pending)
-
-
-async def send_durably(
-    topic: faust.TopicT,
-    key: bytes | None,
-    value: bytes | None,
-    headers: list[tuple[str, bytes]] | None = None,
-    timestamp: float | None = None,
-) -> None:
-    """Send and wait for the broker's acknowledgement, so the input may be acknowledged;
-    ``timestamp`` (seconds) is the record's Kafka time, now when None."""
-    traced = tracing.headers(headers)  # the current trace goes on with the record
-    await (await topic.send(key=key, value=value, headers=traced, timestamp=timestamp))

@@ -26,7 +26,7 @@ from memstream.longterm.payloads import (
     session_of,
     wake,
 )
-from memstream.streams import shared
+from memstream.streams import delivery
 from memstream.streams.topics import lt_conflict, retry_policy, retry_tiers
 from memstream_client.contract.events import parse_session_end
 
@@ -54,7 +54,7 @@ async def announce(events: Sequence[faust.EventT[Any]]) -> None:
 
 async def release_session(current: Session, why: str) -> None:
     """The session ends here with nothing for the conflict stage: later sessions go on."""
-    await shared.send_durably(lt_conflict, current.owner_key, release(current, why))
+    await delivery.send_durably(lt_conflict, current.owner_key, release(current, why))
 
 
 def released_when_dead_lettered(session: Callable[[bytes | None], Session]) -> Released:
@@ -93,4 +93,4 @@ async def wake_at(owner: bytes, when: float) -> None:
         "conflict", lt_conflict.get_topic_name(), owner, wake(when), Failing(1, now), due,
         "a wake for a queue waiting on an earlier session",
     )  # fmt: skip
-    await shared.send_durably(retry_tiers[tier], owner, record.encode())
+    await delivery.send_durably(retry_tiers[tier], owner, record.encode())
