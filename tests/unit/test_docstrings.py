@@ -44,10 +44,11 @@ def test_no_module_docstring_runs_past_a_few_lines() -> None:
     assert long == {}
 
 
-def test_no_comment_cites_a_document_outside_the_repository() -> None:
+def test_no_comment_or_page_cites_a_document_outside_the_repository() -> None:
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     cited = [
         f"{path.relative_to(REPO)}:{n}"
-        for path in library_modules()
+        for path in [*library_modules(), *pages]
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if OUTSIDE.search(line)
     ]

@@ -126,25 +126,3 @@ def test_the_unit_tests_load_none_of_the_server_stack_they_do_not_test() -> None
     )
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip() == "[]"
-
-
-# Still long: the hierarchy drawn in errors.py (its point), and modules being rewritten now.
-LONG_DOCSTRINGS = {
-    "memstream/errors.py",  # the hierarchy drawn, as httpx draws its own
-}
-
-
-def test_module_docstrings_are_a_few_lines_and_the_reasoning_is_in_docs() -> None:
-    folders = [ROOT / name for name in ("memstream", "agents", "streams", "tables")]
-    long = []
-    for path in [
-        p for folder in (*folders, CLIENT / "memstream_client") for p in folder.rglob("*.py")
-    ]:
-        first = next(
-            (t for t in _tokens(path) if t.type not in (tokenize.COMMENT, tokenize.NL)), None
-        )
-        lines = first.string.count("\n") + 1 if first and first.type == tokenize.STRING else 0
-        name = str(path.relative_to(ROOT))
-        if lines > 12 and name not in LONG_DOCSTRINGS:
-            long.append(name)
-    assert long == [], "say what the module is for in a few lines; the why goes to docs/design/"
