@@ -47,17 +47,28 @@ class Services:
         # invalidated) and connections are recycled well before MySQL's idle timeout.
         resources = Resources.open(settings, pre_ping=False)
         engine, cache = resources.engine, resources.cache
+        # Reads go through an engine of their own, in autocommit: a connection goes back to
+        # the pool without a ROLLBACK round trip (the replica's, or the primary's own; SQLite
+        # has no round trip to save, and an in-memory database no second engine).
+        replicated = bool(settings.database_read_url.strip())
         reader = engine
+        if replicated or engine.dialect.name != "sqlite":
+            url = settings.database_read_url if replicated else settings.database_url
+            reader = create_engine(url, pre_ping=False, read_only=True)
         lag = None
-        if settings.database_read_url.strip():
-            reader = create_engine(settings.database_read_url, pre_ping=False)
-            if settings.database_read_lag_check_seconds > 0:
-                lag = ReplicaLag(
-                    reader,
-                    max_seconds=settings.database_read_max_lag_seconds,
-                    every=settings.database_read_lag_check_seconds,
-                )
-        reads = Reads(engine, reader, sticky_seconds=settings.database_read_sticky_seconds, lag=lag)
+        if replicated and settings.database_read_lag_check_seconds > 0:
+            lag = ReplicaLag(
+                reader,
+                max_seconds=settings.database_read_max_lag_seconds,
+                every=settings.database_read_lag_check_seconds,
+            )
+        reads = Reads(
+            engine,
+            reader,
+            sticky_seconds=settings.database_read_sticky_seconds,
+            lag=lag,
+            replicated=replicated,
+        )
         router = ProviderRouter(
             engine, settings, config_cache_seconds=settings.agent_config_cache_seconds, reads=reads
         )

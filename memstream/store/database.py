@@ -67,9 +67,14 @@ def force_index(stmt: SelectT, table: Table, index: str) -> SelectT:
     return stmt.with_hint(table, hint, "mysql").with_hint(table, hint, "mariadb")
 
 
-def create_engine(url: str | URL, *, pool_size: int = 5, pre_ping: bool = True) -> AsyncEngine:
+def create_engine(
+    url: str | URL, *, pool_size: int = 5, pre_ping: bool = True, read_only: bool = False
+) -> AsyncEngine:
     """An async engine tuned for the dialect behind ``url``; ``pre_ping=False`` saves a round
-    trip per checkout where one failed call after a lost connection is acceptable."""
+    trip per checkout where one failed call after a lost connection is acceptable. A
+    ``read_only`` engine (MySQL) runs each statement in its own transaction (autocommit), so
+    a connection goes back to the pool without the ROLLBACK round trip: for reads only, never
+    for a write that must be atomic with another."""
     url = make_url(url)
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
@@ -79,6 +84,9 @@ def create_engine(url: str | URL, *, pool_size: int = 5, pre_ping: bool = True) 
         return engine
     query = dict(url.query)
     query.setdefault("charset", "utf8mb4")
+    reads: dict[str, Any] = (
+        {"isolation_level": "AUTOCOMMIT", "skip_autocommit_rollback": True} if read_only else {}
+    )
     return create_async_engine(
         url.set(query=query),
         pool_size=pool_size,
@@ -93,6 +101,7 @@ def create_engine(url: str | URL, *, pool_size: int = 5, pre_ping: bool = True) 
         },
         # An error names its statement, never its values: they are users' messages.
         hide_parameters=True,
+        **reads,
     )
 
 

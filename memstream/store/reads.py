@@ -127,7 +127,8 @@ class ReplicaLag:
 
 class Reads:
     """Picks the engine of one read: ``replica`` by default, ``primary`` after a write or
-    while the replica lags (``lag``)."""
+    while the replica lags (``lag``). ``replica`` may be the primary's own read-only engine
+    (``replicated=False``): then every read goes there, as nothing lags."""
 
     def __init__(
         self,
@@ -136,11 +137,14 @@ class Reads:
         *,
         sticky_seconds: float,
         lag: ReplicaLag | None = None,
+        replicated: bool | None = None,
     ) -> None:
         self.primary = primary
         self.replica = replica if replica is not None else primary
+        # Whether the replica is another server, which may lag behind the primary.
+        self.replicated = self.replica is not primary if replicated is None else replicated
         self.sticky_seconds = sticky_seconds
-        self.lag = lag if self.replica is not self.primary else None
+        self.lag = lag if self.replicated else None
         self._until: OrderedDict[tuple[str, str | None], float] = OrderedDict()
 
     def current(self) -> AsyncEngine:
@@ -151,7 +155,7 @@ class Reads:
 
     def wrote(self, tenant_id: str, user_id: str | None = None) -> None:
         """A write for this user (None: someone of this tenant) went to the primary now."""
-        if self.replica is self.primary:
+        if not self.replicated:
             return
         key = (tenant_id, user_id)
         self._until[key] = time.monotonic() + self.sticky_seconds
@@ -161,7 +165,7 @@ class Reads:
 
     def engine(self, tenant_id: str, user_id: str) -> AsyncEngine:
         """The engine that answers a read of this user's data now."""
-        if self.replica is self.primary:
+        if not self.replicated:
             return self.replica
         if self.lag is not None and not self.lag.usable():
             return self.primary

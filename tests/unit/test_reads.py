@@ -53,6 +53,16 @@ def test_without_a_replica_every_read_goes_to_the_primary() -> None:
     assert router.engine("t1", "u2") is primary
 
 
+def test_the_primarys_own_read_engine_answers_every_read_and_never_lags() -> None:
+    primary, own_reads = engines()
+    lag = reads.ReplicaLag(own_reads, max_seconds=5, every=1)
+    router = Reads(primary, own_reads, sticky_seconds=3600, lag=lag, replicated=False)
+    router.wrote("t1", "u1")
+    assert router.engine("t1", "u1") is own_reads
+    assert router.current() is own_reads
+    assert router.lag is None and not router.replicated
+
+
 def test_the_oldest_writes_are_forgotten_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reads, "MAX_TRACKED", 2)
     primary, replica = engines()

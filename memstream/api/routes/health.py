@@ -50,7 +50,7 @@ def _replica(services: Services) -> dict[str, object] | None:
     """Where reads go and why: the replica's last known lag (None: unknown) against the
     limit. A lagging replica leaves the API ready: it reads the primary meanwhile."""
     reads = services.reads
-    if reads.replica is reads.primary:
+    if not reads.replicated:
         return None
     lag = reads.lag
     return {

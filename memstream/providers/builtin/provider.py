@@ -227,16 +227,18 @@ class BuiltinProvider:
         at: datetime | None = None,
     ) -> list[MemoryItem]:
         """The memories (``search_memories``) and, with ``search_history``, passages of the
-        user's stored turns in what they leave of the top k (``turns.merge``); a passage
-        has ``origin`` ``"history"``. Given ``at``, when the
+        user's stored turns in what they leave of the top k (``turns.merge``), both read on
+        one connection; a passage has ``origin`` ``"history"``. Given ``at``, when the
         question is asked, its relative dates are made absolute against it first."""
         if at is not None:
             query = dated_query(query, at)
-        found = await self.search_memories(tenant_id, user_id, agent_id, query, top_k=top_k)
-        if not self.search_history or len(found) >= top_k or not query.strip():
-            return found  # turns only fill what the memories leave: none left, none read
-        cited = frozenset(e for item in found for e in item.source_event_ids)
+        if top_k <= 0 or not query.strip():
+            return []
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            found = await self._search_memories(conn, tenant_id, user_id, agent_id, query, top_k)
+            if not self.search_history or len(found) >= top_k:
+                return found  # turns only fill what the memories leave: none left, none read
+            cited = frozenset(e for item in found for e in item.source_event_ids)
             passages = await turns.search_turns(
                 conn, tenant_id, user_id, agent_id, query, top_k - len(found), cited=cited
             )
@@ -256,6 +258,18 @@ class BuiltinProvider:
         hybrid with an embeddings client; never fails for the embeddings."""
         if top_k <= 0 or not query.strip():
             return []
+        async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            return await self._search_memories(conn, tenant_id, user_id, agent_id, query, top_k)
+
+    async def _search_memories(
+        self,
+        conn: AsyncConnection,
+        tenant_id: str,
+        user_id: str,
+        agent_id: str | None,
+        query: str,
+        top_k: int,
+    ) -> list[MemoryItem]:
         terms = query_terms(tokenize(query))
         embedding = self._embed_query(query)
         cubes = readable_cubes(agent_id)
@@ -263,60 +277,61 @@ class BuiltinProvider:
             if embedding is None:
                 key = (tenant_id, user_id, agent_id, search_terms(terms, TERM_CHARS), top_k)
                 found = self._recent.get(key)
-                if found is not None and await self._all_live(tenant_id, user_id, found):
+                if found is not None and await self._all_live(conn, tenant_id, found):
                     return found
-                found = await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
+                found = await self._search_lexical(conn, tenant_id, user_id, terms, cubes, top_k)
                 self._recent.put(key, found)
                 return found
-            return await self._search_hybrid(tenant_id, user_id, terms, cubes, top_k, embedding)
+            return await self._search_hybrid(
+                conn, tenant_id, user_id, terms, cubes, top_k, embedding
+            )
         finally:
             if embedding is not None and embedding[0] not in self._late:
                 embedding[0].cancel()
 
-    async def _all_live(self, tenant_id: str, user_id: str, found: Sequence[MemoryItem]) -> bool:
+    @staticmethod
+    async def _all_live(conn: AsyncConnection, tenant_id: str, found: Sequence[MemoryItem]) -> bool:
         """Whether every memory of a kept answer is still live: one deleted or forgotten
         through any process since is never served (point lookups on the primary key)."""
         if not found:
             return True
-        async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            live = await memory_rows.live_ids(conn, tenant_id, [item.id for item in found])
+        live = await memory_rows.live_ids(conn, tenant_id, [item.id for item in found])
         return len(live) == len({item.id for item in found})
 
     async def _postings(
-        self, tenant_id: str, user_id: str, terms: Sequence[str]
+        self, conn: AsyncConnection, tenant_id: str, user_id: str, terms: Sequence[str]
     ) -> postings.Postings:
         """The stored postings of the query's terms (nothing to read without terms)."""
         if not terms:
             return postings.Postings()
-        async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            return await self._read_postings(conn, tenant_id, user_id, terms)
-
-    async def _read_postings(
-        self, conn: AsyncConnection, tenant_id: str, user_id: str, terms: Sequence[str]
-    ) -> postings.Postings:
         return await postings.read(
             conn, tenant_id, user_id, terms, phrases(terms), budget=self.postings_budget
         )
 
     async def _search_lexical(
-        self, tenant_id: str, user_id: str, terms: Sequence[str], cubes: Sequence[str], top_k: int
+        self,
+        conn: AsyncConnection,
+        tenant_id: str,
+        user_id: str,
+        terms: Sequence[str],
+        cubes: Sequence[str],
+        top_k: int,
     ) -> list[MemoryItem]:
         """BM25 over the stored postings of the query's terms, scored in the database in one
         statement that answers only each cube's pool of live memories: no per-user warm-up,
         and the work here bounded by what is returned (docs/design/builtin-store.md)."""
         if not terms:
             return []
-        async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            found = await postings.ranked(
-                conn,
-                tenant_id,
-                user_id,
-                terms,
-                cubes,
-                pool=ranking.pool_size(top_k),
-                floor=self.relativity * self.relativity,
-                budget=self.postings_budget,
-            )
+        found = await postings.ranked(
+            conn,
+            tenant_id,
+            user_id,
+            terms,
+            cubes,
+            pool=ranking.pool_size(top_k),
+            floor=self.relativity * self.relativity,
+            budget=self.postings_budget,
+        )
         pools: dict[str, list[tuple[float, str]]] = {cube: [] for cube in cubes}
         for hit in found:
             pools[hit.item.cube_id].append((hit.relevance, hit.item.id))
@@ -329,6 +344,7 @@ class BuiltinProvider:
 
     async def _search_hybrid(
         self,
+        conn: AsyncConnection,
         tenant_id: str,
         user_id: str,
         terms: Sequence[str],
@@ -338,10 +354,11 @@ class BuiltinProvider:
     ) -> list[MemoryItem]:
         """The stored postings and the user's packed vectors, read while the query is
         embedded, ranked and fused; then the candidates' rows (only live ones are answered,
-        however a memory was deleted)."""
+        however a memory was deleted); the postings and the rows on ``conn``, the vectors on
+        a connection of their own."""
         assert self.embedder is not None
         model = self.embedder.model
-        lexical = asyncio.ensure_future(self._postings(tenant_id, user_id, terms))
+        lexical = asyncio.ensure_future(self._postings(conn, tenant_id, user_id, terms))
         packed = asyncio.ensure_future(self._packed(tenant_id, user_id, model))
         try:
             query_vector = await self._query_vector(embedding)
@@ -350,7 +367,7 @@ class BuiltinProvider:
             for task in (lexical, packed):
                 task.cancel()
         if query_vector is None:
-            return await self._search_lexical(tenant_id, user_id, terms, cubes, top_k)
+            return await self._search_lexical(conn, tenant_id, user_id, terms, cubes, top_k)
         dims = int(query_vector.shape[0])
 
         def rank() -> ranking.HybridCandidates:
@@ -370,7 +387,7 @@ class BuiltinProvider:
         ids = candidates.ids()
         if not ids:
             return []
-        items = await self._live_items(tenant_id, user_id, ids)
+        items = {item.id: item for item in await memory_rows.live_items(conn, tenant_id, ids)}
 
         def token_set(doc_id: str) -> frozenset[str]:
             return frozenset(tokenize(items[doc_id].content))
@@ -380,14 +397,6 @@ class BuiltinProvider:
     async def _packed(self, tenant_id: str, user_id: str, model: str) -> list[vector_blocks.Block]:
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
             return await vector_blocks.load(conn, tenant_id, user_id, model)
-
-    async def _live_items(
-        self, tenant_id: str, user_id: str, ids: Sequence[str]
-    ) -> dict[str, MemoryItem]:
-        """The live memories among ``ids`` by id: a memory deleted through any process, or
-        by SQL, is never answered."""
-        async with self._reads.engine(tenant_id, user_id).connect() as conn:
-            return {item.id: item for item in await memory_rows.live_items(conn, tenant_id, ids)}
 
     # --- vectors -------------------------------------------------------------------------
 
