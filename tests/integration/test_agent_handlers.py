@@ -21,8 +21,8 @@ from memstream.providers.builtin import BuiltinProvider
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.summaries import SummaryStore
 from memstream.streams.topics import dead_letter, lt_dedupe
+from memstream.testing import RunningStage, running_stage
 from memstream.text.tokens import count_tokens
-from tests.support.stages import Running, running
 
 pytestmark = pytest.mark.integration
 
@@ -32,25 +32,25 @@ def session(tenant: str, conversation: str = "c1") -> Session:
 
 
 @pytest.fixture
-async def judging(services: object) -> AsyncIterator[Running]:
-    async with running(judge) as started:
+async def judging(services: object) -> AsyncIterator[RunningStage]:
+    async with running_stage(judge) as started:
         yield started
 
 
 @pytest.fixture
-async def persisting(services: object) -> AsyncIterator[Running]:
-    async with running(persist) as started:
+async def persisting(services: object) -> AsyncIterator[RunningStage]:
+    async with running_stage(persist) as started:
         yield started
 
 
 @pytest.fixture
-async def summarising(services: object) -> AsyncIterator[Running]:
-    async with running(summary) as started:
+async def summarising(services: object) -> AsyncIterator[RunningStage]:
+    async with running_stage(summary) as started:
         yield started
 
 
 async def test_the_judge_hands_the_candidates_of_a_session_on(
-    judging: Running, tenant: str
+    judging: RunningStage, tenant: str
 ) -> None:
     said = [
         SessionMessage("c1-0", "user", "I am allergic to peanuts.", True, datetime(2026, 1, 1)),
@@ -69,7 +69,7 @@ async def test_the_judge_hands_the_candidates_of_a_session_on(
 
 
 async def test_persist_stores_the_plan_and_sends_nothing(
-    persisting: Running, tenant: str, engine: AsyncEngine
+    persisting: RunningStage, tenant: str, engine: AsyncEngine
 ) -> None:
     memory = NewMemory(
         tenant, "user-1", "agent-1", USER_PROFILE, "text_mem", "The user speaks Welsh", 7, ("p-0",)
@@ -83,7 +83,9 @@ async def test_persist_stores_the_plan_and_sends_nothing(
     assert persisting.producer.sent == []
 
 
-async def test_persist_dead_letters_a_plan_it_cannot_read(persisting: Running, tenant: str) -> None:
+async def test_persist_dead_letters_a_plan_it_cannot_read(
+    persisting: RunningStage, tenant: str
+) -> None:
     plan = dumps(session=session(tenant), store=[], expire="all of them")
     event = await persisting.put(plan)
     await persisting.settled(event)
@@ -93,7 +95,7 @@ async def test_persist_dead_letters_a_plan_it_cannot_read(persisting: Running, t
 
 
 async def test_the_summary_stage_folds_a_conversation_once_it_is_due(
-    summarising: Running, tenant: str, store: MessageStore, engine: AsyncEngine
+    summarising: RunningStage, tenant: str, store: MessageStore, engine: AsyncEngine
 ) -> None:
     lines = [f"Day {n} of planning the Lisbon trip: hotels, trams and budget." for n in range(20)]
     said = [

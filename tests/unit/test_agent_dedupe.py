@@ -20,7 +20,7 @@ from memstream.longterm.payloads import (
 )
 from memstream.longterm.user_queue import Arrival
 from memstream.streams.topics import dead_letter, lt_conflict
-from tests.support.stages import Running, running
+from memstream.testing import RunningStage, running_stage
 
 SESSION = Session("t1", "user-1", "agent-1", "c1", "end-c1")
 
@@ -30,12 +30,12 @@ def candidate(content: str, event: str, importance: int = 6) -> Candidate:
 
 
 @pytest.fixture
-async def stage() -> AsyncIterator[Running]:
-    async with running(dedupe) as started:
+async def stage() -> AsyncIterator[RunningStage]:
+    async with running_stage(dedupe) as started:
         yield started
 
 
-async def test_duplicates_go_and_the_rest_goes_on_keyed_by_user(stage: Running) -> None:
+async def test_duplicates_go_and_the_rest_goes_on_keyed_by_user(stage: RunningStage) -> None:
     proposed = [
         candidate("The user plays the cello", "c1-0"),
         candidate("The user plays the cello", "c1-2", importance=8),
@@ -54,7 +54,7 @@ async def test_duplicates_go_and_the_rest_goes_on_keyed_by_user(stage: Running) 
 
 
 async def test_a_session_without_candidates_releases_its_place_in_its_users_order(
-    stage: Running,
+    stage: RunningStage,
 ) -> None:
     event = await stage.put(dumps(session=SESSION, candidates=[], at=10.0))
     await stage.settled(event)
@@ -63,7 +63,7 @@ async def test_a_session_without_candidates_releases_its_place_in_its_users_orde
     assert arrival_of(loads(handed.value or b"")) == Arrival("release", "end-c1")
 
 
-async def test_the_time_the_session_ended_goes_on_with_its_candidates(stage: Running) -> None:
+async def test_the_time_the_session_ended_goes_on_with_its_candidates(stage: RunningStage) -> None:
     proposed = [candidate("The user lives in Lisbon", "c1-0")]
     event = await stage.put(dumps(session=SESSION, candidates=proposed, at=10.0))
     await stage.settled(event)
@@ -71,7 +71,7 @@ async def test_the_time_the_session_ended_goes_on_with_its_candidates(stage: Run
     assert arrival_of(loads(handed.value or b"")) == Arrival("record", "end-c1", 10.0)
 
 
-async def test_a_record_it_cannot_read_is_dead_lettered(stage: Running) -> None:
+async def test_a_record_it_cannot_read_is_dead_lettered(stage: RunningStage) -> None:
     event = await stage.put(b'{"session": 1}')
     await stage.settled(event)
     assert stage.producer.to(lt_conflict) == []  # no session read: none to release
@@ -81,7 +81,7 @@ async def test_a_record_it_cannot_read_is_dead_lettered(stage: Running) -> None:
 
 
 async def test_a_session_dead_lettered_here_releases_its_place_in_its_users_order(
-    stage: Running,
+    stage: RunningStage,
 ) -> None:
     session = orjson.loads(dumps(session=SESSION))["session"]
     event = await stage.put(orjson.dumps({"session": session, "candidates": "none"}))

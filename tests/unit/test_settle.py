@@ -18,7 +18,7 @@ from memstream.failure.tiers import Failing, RetryRecord
 from memstream.streams.app import app
 from memstream.streams.stage import Settle
 from memstream.streams.topics import dead_letter, retry_policy, retry_tiers
-from tests.support.stages import Running, running
+from memstream.testing import RunningStage, running_stage
 from tests.support.waiting import eventually
 
 STAGE = "probe"
@@ -50,9 +50,9 @@ async def probe(stream: Any) -> None:
 
 
 @pytest.fixture
-async def stage() -> AsyncIterator[Running]:
+async def stage() -> AsyncIterator[RunningStage]:
     handled.clear()
-    async with running(probe) as started:
+    async with running_stage(probe) as started:
         yield started
 
 
@@ -63,15 +63,15 @@ def settled(outcome: str) -> float:
     return value or 0.0
 
 
-def letters(stage: Running) -> list[dict[str, Any]]:
+def letters(stage: RunningStage) -> list[dict[str, Any]]:
     return [record.json() for record in stage.producer.to(dead_letter)]
 
 
-def waiting(stage: Running, tier: int) -> list[RetryRecord]:
+def waiting(stage: RunningStage, tier: int) -> list[RetryRecord]:
     return [RetryRecord.decode(r.value) for r in stage.producer.to(retry_tiers[tier])]
 
 
-async def test_a_record_handled_is_acknowledged_and_nothing_else_sent(stage: Running) -> None:
+async def test_a_record_handled_is_acknowledged_and_nothing_else_sent(stage: RunningStage) -> None:
     before = settled("finished")
     event = await stage.put(b"fine")
     await stage.settled(event)
@@ -90,7 +90,7 @@ async def test_a_record_handled_is_acknowledged_and_nothing_else_sent(stage: Run
     ],
 )
 async def test_what_cannot_succeed_is_dead_lettered_at_once(
-    stage: Running, value: bytes, reason: str, detail: str
+    stage: RunningStage, value: bytes, reason: str, detail: str
 ) -> None:
     before = settled("dead_lettered")
     event = await stage.put(value, key=b"conversation-1")
@@ -105,7 +105,7 @@ async def test_what_cannot_succeed_is_dead_lettered_at_once(
     assert settled("dead_lettered") == before + 1
 
 
-async def test_an_outage_puts_the_record_on_the_first_tier(stage: Running) -> None:
+async def test_an_outage_puts_the_record_on_the_first_tier(stage: RunningStage) -> None:
     before = settled("retried")
     event = await stage.put(b"outage", key=b"conversation-1")
     await stage.settled(event)
@@ -118,7 +118,7 @@ async def test_an_outage_puts_the_record_on_the_first_tier(stage: Running) -> No
     assert settled("retried") == before + 1
 
 
-async def test_a_record_tried_again_goes_to_the_tier_of_its_attempt(stage: Running) -> None:
+async def test_a_record_tried_again_goes_to_the_tier_of_its_attempt(stage: RunningStage) -> None:
     since = time.time() - 5
     event = await stage.put(b"outage", headers=Failing(2, since).headers())
     await stage.settled(event)
@@ -127,7 +127,7 @@ async def test_a_record_tried_again_goes_to_the_tier_of_its_attempt(stage: Runni
     assert letters(stage) == []
 
 
-async def test_a_record_failing_for_its_horizon_is_dead_lettered(stage: Running) -> None:
+async def test_a_record_failing_for_its_horizon_is_dead_lettered(stage: RunningStage) -> None:
     since = time.time() - retry_policy.horizon - 1
     event = await stage.put(b"outage", headers=Failing(4, since).headers())
     await stage.settled(event)
@@ -137,7 +137,7 @@ async def test_a_record_failing_for_its_horizon_is_dead_lettered(stage: Running)
     assert all(waiting(stage, tier) == [] for tier in retry_tiers)
 
 
-async def test_a_dead_letter_is_sent_before_the_record_is_acknowledged(stage: Running) -> None:
+async def test_a_dead_letter_is_sent_before_the_record_is_acknowledged(stage: RunningStage) -> None:
     stage.producer.down = 3  # the broker refuses the dead letter three times
 
     async def refused_twice() -> bool:
@@ -151,7 +151,7 @@ async def test_a_dead_letter_is_sent_before_the_record_is_acknowledged(stage: Ru
     assert [letter["reason"] for letter in letters(stage)] == ["stage_error"]
 
 
-async def test_each_record_is_settled_on_its_own(stage: Running) -> None:
+async def test_each_record_is_settled_on_its_own(stage: RunningStage) -> None:
     events = [await stage.put(value) for value in (b"one", b"bug", b"outage", b"two")]
     await stage.settled(*events)
     assert handled == [b"one", b"two"]

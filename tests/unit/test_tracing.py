@@ -29,10 +29,10 @@ from memstream.memory import MemoryItem
 from memstream.streams.app import app, settings
 from memstream.streams.stage import Settle
 from memstream.streams.topics import dead_letter, lt_judge, retry_tiers
+from memstream.testing import RunningStage, running_stage
 from memstream_client.contract.changes import value_of
 from memstream_client.contract.events import SessionEnded
 from memstream_client.contract.schemas import validator
-from tests.support.stages import Running, running
 from tests.support.tracing import caller, named, recording, traceparent_of
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -143,12 +143,12 @@ async def traced_probe(stream: Any) -> None:
 
 
 @pytest.fixture
-async def stage() -> AsyncIterator[Running]:
-    async with running(traced_probe) as started:
+async def stage() -> AsyncIterator[RunningStage]:
+    async with running_stage(traced_probe) as started:
         yield started
 
 
-async def test_a_retry_carries_the_record_s_trace_on_and_off(stage: Running) -> None:
+async def test_a_retry_carries_the_record_s_trace_on_and_off(stage: RunningStage) -> None:
     event = await stage.put(b"outage", headers=INCOMING)
     await stage.settled(event)
     [off] = stage.producer.to(retry_tiers[1])
@@ -163,7 +163,7 @@ async def test_a_retry_carries_the_record_s_trace_on_and_off(stage: Running) -> 
     assert traceparent_of(on.headers) == (f"00-{TRACE}-{format(done.context.span_id, '016x')}-01")
 
 
-async def test_a_dead_letter_carries_the_record_s_trace(stage: Running) -> None:
+async def test_a_dead_letter_carries_the_record_s_trace(stage: RunningStage) -> None:
     with recording() as spans:
         event = await stage.put(b"bug", headers=INCOMING)
         await stage.settled(event)
@@ -176,7 +176,7 @@ async def test_a_dead_letter_carries_the_record_s_trace(stage: Running) -> None:
     )
 
 
-async def test_a_record_handled_sends_nothing_and_its_span_ends_well(stage: Running) -> None:
+async def test_a_record_handled_sends_nothing_and_its_span_ends_well(stage: RunningStage) -> None:
     with recording() as spans:
         event = await stage.put(b"fine", headers=INCOMING)
         await stage.settled(event)
@@ -274,7 +274,7 @@ async def test_a_request_span_is_named_by_its_route_and_continues_the_caller() -
     assert unrouted.name == "GET"  # no route: no path with ids in the name
 
 
-async def test_a_record_sent_back_from_a_tier_continues_its_trace(stage: Running) -> None:
+async def test_a_record_sent_back_from_a_tier_continues_its_trace(stage: RunningStage) -> None:
     """The retry stage (``agents/retry.py``) sends a due record back in a span of its own,
     the child of the tier record's context, with the retry state beside the trace headers."""
     waiting = RetryRecord(

@@ -1,13 +1,22 @@
-"""A stream stage in this process without a broker: Faust's test context around an agent, and
-a producer that keeps what the stage sends (the outputs, retries and dead letters) in memory."""
+"""Stage tests without a broker: one of memstream's stream stages (a Faust agent) run in this
+process under Faust's test context, handed records as if read from its topic, with a producer
+that keeps what it sends (its outputs, retries and dead letters) in memory. What the stage
+reads and writes besides (the database, the cache) is the real one its settings name.
+
+    async with running_stage(judge) as stage:
+        event = await stage.put(payload, key=b"c1")
+        await stage.settled(event)
+        assert stage.producer.to(lt_dedupe)
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import faust
 import orjson
@@ -15,8 +24,6 @@ from aiokafka.errors import KafkaConnectionError
 from faust.transport.producer import Producer
 from faust.types import TP, AgentT, RecordMetadata
 from faust.types.agents import AgentTestWrapperT
-
-from tests.support.waiting import eventually
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,7 @@ class MemoryProducer(Producer):
 
 
 @dataclass
-class Running:
+class RunningStage:
     """An agent under Faust's test context and the producer its stage sends with."""
 
     agent: AgentTestWrapperT
@@ -105,21 +112,22 @@ class Running:
         return await self.agent.put(value, key=key, headers=headers, wait=False)
 
     async def settled(self, *events: faust.EventT[Any], within: float = 10) -> None:
-        """Wait until the stage has acknowledged every one of ``events``."""
-
-        async def acked() -> bool:
-            return all(event.message.acked for event in events)
-
-        await eventually(acked, within=within, what="the records acknowledged")
+        """Wait until the stage has acknowledged every one of ``events`` (TimeoutError after
+        ``within`` seconds)."""
+        deadline = time.monotonic() + within
+        while not all(event.message.acked for event in events):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the records were not acknowledged within {within}s")
+            await asyncio.sleep(0.05)
 
 
 @asynccontextmanager
-async def running(agent: AgentT) -> AsyncIterator[Running]:
+async def running_stage(agent: AgentT[Any]) -> AsyncIterator[RunningStage]:
     """Run ``agent`` under Faust's test context, its sends kept by a ``MemoryProducer``."""
-    app = agent.app
+    app = cast(faust.App, agent.app)
     app.finalize()
-    producer = MemoryProducer(app)  # type: ignore[arg-type]
-    app.producer = producer
+    producer = MemoryProducer(app)
+    app.producer = producer  # faust.App's producer is settable; its AppT declares it read-only
     async with agent.test_context() as tested:
-        yield Running(tested, producer)
+        yield RunningStage(tested, producer)
     await producer.stop()
