@@ -22,7 +22,7 @@ from bench import (
     termbackfill,
     tracing,
 )
-from bench.loadpath import admission, cpu, platform
+from bench.loadpath import admission, cpu, cpupair, platform
 
 BENCHMARKS = {
     "admission": admission.main,
@@ -33,6 +33,7 @@ BENCHMARKS = {
     "ingest": ingest.main,
     "loadpath": loadpath.main,
     "loadcpu": cpu.main,
+    "cpupair": cpupair.main,
     "locomo": locomo.main,
     "locomo-api": locomo_api.main,
     "longmemeval": longmemeval.main,
@@ -47,8 +48,9 @@ BENCHMARKS = {
 }
 
 
-# Run only when named: it needs the model's venv (make llm-venv) and takes about half an hour.
-OPT_IN = frozenset({"longterm-llm"})
+# Run only when named: the model's venv (make llm-venv) and about half an hour; a baseline
+# checkout to compare with.
+OPT_IN = frozenset({"longterm-llm", "cpupair"})
 
 
 def main(argv: list[str]) -> int:

@@ -25,6 +25,8 @@ class Server:
     port: int
     log_path: Path
     process: Launched | None = None
+    # The checkout it runs from: ``python -m memstream`` imports that checkout's memstream.
+    cwd: Path = REPO
 
     @property
     def base(self) -> str:
@@ -43,7 +45,7 @@ class Server:
             ready_url=f"{self.base}/healthz",
             timeout=within,
             log_path=self.log_path,
-            cwd=REPO,
+            cwd=self.cwd,
             name=self.name,
         )
 
@@ -97,8 +99,10 @@ def listening_pid(url: str) -> int | None:
     return None
 
 
-def memstream_api(settings: Settings, log_path: Path, name: str = "memstream api") -> Server:
-    """``memstream api`` on ``settings``, on a free port of its own."""
+def memstream_api(
+    settings: Settings, log_path: Path, name: str = "memstream api", checkout: Path = REPO
+) -> Server:
+    """``memstream api`` on ``settings``, on a free port of its own, run from ``checkout``."""
     port = free_port()
     return Server(
         name,
@@ -106,6 +110,7 @@ def memstream_api(settings: Settings, log_path: Path, name: str = "memstream api
         settings_env(settings.model_copy(update={"api_port": port})),
         port,
         log_path,
+        cwd=checkout,
     )
 
 
