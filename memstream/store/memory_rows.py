@@ -8,6 +8,7 @@ from collections.abc import Container, Sequence
 from datetime import UTC, datetime
 from typing import Any, get_args
 
+import orjson
 from sqlalchemy import Insert, Row, bindparam, case, delete, func, select, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -49,6 +50,23 @@ COLUMNS = (
 )
 
 
+# A row's columns but the two a search already knows (tenant and user), as one JSON array:
+# every result column costs the driver a descriptor to parse on each statement and each
+# value a conversion, where one array is one C call (``unpacked``).
+PACKED = func.json_array(
+    long_term_memory.c.id,
+    long_term_memory.c.agent_id,
+    long_term_memory.c.cube_id,
+    long_term_memory.c.memory_type,
+    long_term_memory.c.content,
+    long_term_memory.c.importance,
+    long_term_memory.c.source_event_ids,
+    long_term_memory.c.created_at,
+    long_term_memory.c.kind,
+    long_term_memory.c.occurred_at,
+).label("packed")
+
+
 def now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
@@ -84,6 +102,34 @@ def item_of(row: Row[Any]) -> MemoryItem:
         kind=kind,
         occurred_at=_utc(row.occurred_at),
     )
+
+
+def unpacked(tenant_id: str, user_id: str, packed: str) -> MemoryItem:
+    """The memory of a ``PACKED`` row of this tenant's user."""
+    mid, agent_id, cube_id, memory_type, content, importance, sources, created, kind, occurred = (
+        orjson.loads(packed)
+    )
+    if isinstance(sources, str):  # SQLite keeps the JSON column as text, and says so
+        sources = orjson.loads(sources)
+    return MemoryItem(
+        id=mid,
+        tenant_id=tenant_id,
+        user_id=user_id,
+        agent_id=agent_id,
+        cube_id=cube_id,
+        memory_type=memory_type,
+        content=content,
+        importance=int(importance),
+        source_event_ids=tuple(str(e) for e in sources or ()),
+        created_at=_stored_time(created),
+        kind=kind if kind in MEMORY_KINDS else "fact",
+        occurred_at=None if occurred is None else _stored_time(occurred),
+    )
+
+
+def _stored_time(text: str) -> datetime:
+    """A naive UTC time as the database writes it in JSON (``2026-01-02 03:04:05.000006``)."""
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def new_row(memory: NewMemory, now: datetime) -> dict[str, Any]:

@@ -325,7 +325,7 @@ def _ranking(levels: int) -> Select[Any]:
     (the primary key's prefix, no join) read once, their document frequency, the idf over the
     user's live count, the budget applied rarest terms first, each memory scored from the
     stored impacts, thresholded and cut to the pool of each readable cube; then only the
-    pool's live rows, with their columns. Each step reads the one before it once (a derived
+    pool's live rows, each packed in one column. Each step reads the one before it once (a derived
     table read twice is computed twice). Built once per count of repeat lists (a query
     repeating a term is rare): the engine caches its compiled form."""
     term_key = (memory_term.c.term, memory_term.c.field)
@@ -391,7 +391,7 @@ def _ranking(levels: int) -> Select[Any]:
         .subquery("ranked")
     )
     return force_index(
-        select(*memory_rows.COLUMNS, ranked.c.relevance)
+        select(memory_rows.PACKED, ranked.c.relevance)
         .select_from(ranked.join(long_term_memory, long_term_memory.c.id == ranked.c.memory_id))
         .where(
             ranked.c.place <= bindparam("pool"),
@@ -437,7 +437,10 @@ async def ranked(
         **repeats,
     }
     rows = (await conn.execute(_ranking(len(repeats) + 1), params)).all()
-    found = [Ranked(memory_rows.item_of(row), float(row.relevance)) for row in rows]
+    found = [
+        Ranked(memory_rows.unpacked(tenant_id, user_id, row.packed), float(row.relevance))
+        for row in rows
+    ]
     # As ``ranking.lexical_pools`` orders them: by (relevance, id), the greater first.
     found.sort(key=lambda r: (r.relevance, r.item.id), reverse=True)
     return found

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from typing import Any
 
+import orjson
 from prometheus_client import Counter as Metric
 from sqlalchemy import (
     Insert,
@@ -273,15 +274,17 @@ def _ranking(levels: int) -> Select[Any]:
         .subquery("ranked")
     )
     return force_index(
+        # The row as one JSON array, as the memories' search reads its rows (``PACKED``).
         select(
-            messages.c.id,
-            messages.c.event_id,
-            messages.c.role,
-            messages.c.content,
-            messages.c.created_at,
-            messages.c.agent_id,
+            func.json_array(
+                messages.c.event_id,
+                messages.c.role,
+                messages.c.content,
+                messages.c.created_at,
+                messages.c.agent_id,
+            ).label("packed"),
+            ranked.c.relevance,
         )
-        .add_columns(ranked.c.relevance)
         .select_from(ranked.join(messages, messages.c.id == ranked.c.message_id))
         .where(
             ranked.c.place <= bindparam("top_k"),
@@ -327,25 +330,33 @@ async def search_turns(
     rows = (await conn.execute(_ranking(len(repeats) + 1), params)).all()
     # A message forgotten since it was indexed has no row and is never answered.
     query_words = frozenset(terms)
-    return [
-        MemoryItem(
-            id=f"turn:{row.event_id}",
-            tenant_id=tenant_id,
-            user_id=user_id,
-            agent_id=row.agent_id,
-            cube_id=USER_PROFILE,
-            memory_type="text_mem",
-            content=turn_line(row.role, row.created_at, passage(row.content, query_words)),
-            importance=1,
-            source_event_ids=(row.event_id,),
-            created_at=row.created_at.replace(tzinfo=UTC),
-            score=normalised(float(row.relevance)),
-            kind="episode",
-            occurred_at=row.created_at.replace(tzinfo=UTC),
-            origin=ORIGIN,
+    found = []
+    for row in rows:
+        event_id, role, content, created, agent_id = orjson.loads(row.packed)
+        if event_id in cited:
+            continue
+        at = datetime.fromisoformat(created).replace(tzinfo=UTC)
+        found.append(
+            MemoryItem(
+                id=f"turn:{event_id}",
+                tenant_id=tenant_id,
+                user_id=user_id,
+                agent_id=agent_id,
+                cube_id=USER_PROFILE,
+                memory_type="text_mem",
+                content=turn_line(role, at, passage(content, query_words)),
+                importance=1,
+                source_event_ids=(event_id,),
+                created_at=at,
+                score=normalised(float(row.relevance)),
+                kind="episode",
+                occurred_at=at,
+                origin=ORIGIN,
+            )
         )
-        for row in [row for row in rows if row.event_id not in cited][:top_k]
-    ]
+        if len(found) == top_k:
+            break
+    return found
 
 
 # --- passages and the merge (pure) -------------------------------------------------------

@@ -99,6 +99,31 @@ async def test_add_is_idempotent_by_content_per_cube(
     assert sorted(m.cube_id for m in live) == ["agent_a1", USER_PROFILE]
 
 
+async def test_a_search_answers_each_memory_as_it_is_stored(
+    provider: BuiltinProvider, tenant: str
+) -> None:
+    # The search reads its rows packed in one JSON column: every field, quotes, escapes,
+    # other scripts, microseconds and no source event included, comes back as a listing has it.
+    said = datetime(2026, 3, 1, 18, 30, 5, 123456, tzinfo=UTC)
+    written = [
+        replace(
+            memory(tenant, 'The user\'s cello "Miso" \\ lives in Zürich, 東京 too.\nReally.'),
+            kind="episode",
+            occurred_at=said,
+            importance=9,
+        ),
+        memory(
+            tenant, "The user plays the cello on Sundays.", cube="agent_a1", agent="a1", events=()
+        ),
+    ]
+    stored = await provider.add(written)
+    listed = {m.id: m for m in await provider.list_live(tenant, "u1", "a1")}
+    found = await BuiltinProvider(provider._engine).search(tenant, "u1", "a1", "cello")
+    assert {m.id for m in found} == {m.id for m in stored}
+    for hit in found:
+        assert replace(hit, score=1.0) == listed[hit.id]
+
+
 async def test_kind_and_date_are_stored_and_returned(
     provider: BuiltinProvider, tenant: str
 ) -> None:
