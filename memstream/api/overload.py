@@ -92,11 +92,11 @@ class Slots:
     them first: one tenant's queue never stands before another tenant's request. While other
     tenants have asked lately, the last free slot is kept from the tenant running the most.
 
-    The limit follows the loop (``adapt``): each wake-up of the watch later than the target
-    cuts it below what is running, by more the later it is (never under ``least``); each one
-    on time while requests wait adds one (never over ``most``). A CPU-bound process serves no
-    more requests a second with 64 running than with a few, but each of them takes as long as
-    all of them.
+    The limit follows the loop and the core (``adapt``): each wake-up of the watch later than
+    the target cuts it below what is running, by more the later it is (never under ``least``);
+    while requests wait, each one on time adds one if the core had time to spare and takes
+    one away if it had not (never over ``most``). A CPU-bound process serves no more requests
+    a second with 64 running than with a few, but each of them takes as long as all of them.
     """
 
     def __init__(self, most: int, *, least: int | None = None) -> None:
@@ -150,7 +150,12 @@ class Slots:
             if busy >= BUSY:  # the later, the fewer: at most half of them at once
                 cut = max(0.5, min(0.9, target / late))
                 self.limit = max(float(self.least), min(self.limit, self.busy) * cut)
-        elif self._waiting and self.limit < self.most:
+        elif not self._waiting or busy >= BUSY:
+            # A process whose core is busy serves no more with more at once, only slower:
+            # while requests wait, one fewer a tick until the core has time to spare.
+            if self._waiting and self.limit > self.least:
+                self.limit = max(float(self.least), self.limit - 1)
+        elif self.limit < self.most:
             self.limit = min(float(self.most), self.limit + 1)
             self._dispatch()
 

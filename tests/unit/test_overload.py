@@ -137,7 +137,9 @@ async def test_a_cancelled_waiter_leaves_the_queue_and_a_given_slot_goes_back() 
     assert slots.busy == 0
 
 
-async def test_a_late_busy_loop_runs_fewer_and_one_on_time_with_a_queue_more() -> None:
+async def test_a_late_busy_loop_runs_fewer_and_one_on_time_with_a_queue_and_a_spare_core_more() -> (
+    None
+):
     slots = Slots(16, least=4)
     for _ in range(10):
         assert await slots.take(0, "t")
@@ -159,8 +161,26 @@ async def test_a_late_busy_loop_runs_fewer_and_one_on_time_with_a_queue_more() -
         assert await slots.take(0, "t")
     waiting = asyncio.create_task(slots.take(30, "t"))
     await asyncio.sleep(0)
-    slots.adapt(late=0.0, busy=1.0, target=0.025)
+    slots.adapt(late=0.0, busy=1.0, target=0.025)  # on time, but the core is busy: held
+    assert slots.limit == 4 and not waiting.done()
+    slots.adapt(late=0.0, busy=0.5, target=0.025)  # on time with a core to spare: one more
     assert slots.limit == 5 and await waiting and slots.busy == 5
+
+
+async def test_a_busy_core_with_a_queue_runs_one_fewer_a_tick_down_to_the_least() -> None:
+    # More at once on a busy core only makes each slower: on time or not, while requests wait
+    # and the core is busy, the limit comes down a step at a time.
+    slots = Slots(8, least=4)
+    for _ in range(8):
+        assert await slots.take(0, "t")
+    waiting = asyncio.create_task(slots.take(30, "u"))
+    await asyncio.sleep(0)
+    for expected in (7, 6, 5, 4, 4):
+        slots.adapt(late=0.0, busy=0.9, target=0.025)
+        assert slots.limit == expected
+    for _ in range(5):
+        slots.release("t")  # 3 run: the waiter's turn under the limit of 4
+    assert await waiting and slots.busy == 4
 
 
 def admitted(
