@@ -13,6 +13,7 @@ from fastapi import APIRouter, Path, Query, Request
 from memstream import forget, metrics
 from memstream.api.auth import check_tenant
 from memstream.api.errors import NOT_FOUND
+from memstream.api.json_route import json_post
 from memstream.api.overload import ARRIVED
 from memstream.api.services import ServicesDep
 from memstream.errors import ApiError, ServiceUnavailable
@@ -45,7 +46,7 @@ async def list_memories(
     return _items(await provider.list_live(tenant_id, user_id, agent_id))
 
 
-@router.post("/v1/memories/search", response_model=MemoriesResponse)
+@json_post(router, "/v1/memories/search", response_model=MemoriesResponse)
 async def search_memories(
     body: SearchRequest, request: Request, services: ServicesDep
 ) -> MemoriesResponse:
