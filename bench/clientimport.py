@@ -1,22 +1,12 @@
 """What importing the client costs a platform service, and what its first real use costs.
 
-``import memstream_client`` in a fresh venv holding only the client distribution (``pip install
-./clients/python``), against the same client at ``PREVIOUS_COMMIT`` (before its models built on
-first use) in that venv, and against the old path, ``import memstream.client`` of the last commit
-before the client became a distribution of its own (it loaded SQLAlchemy and the server's
-modules), in memstream's own venv. The import alone would flatter work moved to first use, so
-two first uses are timed too, import included: a publisher made and one event checked (all that
-``Publisher.message`` does before the broker), and an API client made, one call's body built and
-its answer read (all that ``Client.context`` does but the network). ``pydantic`` alone, one model
-defined, is the floor of any client made of pydantic models.
-
-Each figure is the median (and range) of ``RUNS`` fresh interpreters, the rows taking turns so a
-busy machine weighs on them alike: the wall-clock time of the statement, the CPU time it used
-(what a busy machine inflates less), and the modules it left loaded. Then the fresh import's own
-time (``-X importtime``) by package. The fresh venv is kept under ``var/bench/client-venv`` (the
-first run installs the client's dependencies from the package index; later runs reinstall only
-the client).
-"""
+``import memstream_client`` in a fresh venv holding only the client distribution, against the
+client at ``PREVIOUS_COMMIT`` and against ``import memstream.client`` before the client was a
+distribution of its own; then two first uses, import included (a publisher checking one event,
+an API client building one call and reading its answer), and ``pydantic`` with one model as
+the floor. Each figure is the median of ``RUNS`` fresh interpreters taking turns: wall time,
+CPU time and modules loaded, then ``-X importtime`` by package. The venv is kept under
+``var/bench/client-venv``."""
 
 from __future__ import annotations
 

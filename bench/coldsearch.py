@@ -1,27 +1,11 @@
 """A cold user's first search, lexical and hybrid: the stored forms against the old warm-up.
 
-One user with 10,000 long-term memories in the built-in store (MariaDB or SQLite, the
-settings' database), written through the provider (so their postings are stored with them),
-with a 384-dimensional vector each, filled in and packed by the embedding backfill from a
-local embeddings endpoint (pseudo-random unit vectors; each query's vector is a known one
-near one of the memories', so the query vector costs a local round trip, not a model).
-Each query is searched by a process that has never seen the user, in the same run:
-
-- lexical, postings: ``BuiltinProvider.search`` without embeddings, the postings of the query's
-  terms and the user's live count in one statement, then the candidates' rows;
-- lexical, index build: what a cold search did before, every live memory of the user read
-  and tokenized into a ``LexicalIndex`` (the per-user cache, cold), then the same ranking;
-- hybrid, blocks: ``BuiltinProvider.search`` with embeddings: the postings, the user's packed
-  int8 vector blocks (one range read) and the query's vector at once, then the candidates'
-  rows;
-- hybrid, index build: what a cold hybrid search did before, the index built as above and
-  the user's float32 vectors read one row each from ``memory_embedding``, then the same
-  ranking.
-
-Answers are compared (lexical: ids and scores; hybrid: ids, the cosines being int8 against
-float32), and the median wall time of each and the ratios printed. ``python -m bench
-coldsearch``; ``BENCH_COLD_MEMORIES`` and ``BENCH_COLD_QUERIES`` change the sizes.
-"""
+One user with 10,000 memories in the built-in store, each with a 384-dimensional vector
+packed by the embedding backfill from a local endpoint; each query is searched by a process
+that never saw the user, four ways in the same run: stored postings, the old per-user index
+built first, hybrid on the packed int8 blocks, and hybrid with the index and float32 vectors
+read row by row. The answers are compared and the median wall times and their ratios
+printed. ``python -m bench coldsearch``; ``BENCH_COLD_MEMORIES``, ``BENCH_COLD_QUERIES``."""
 
 from __future__ import annotations
 

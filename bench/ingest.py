@@ -1,23 +1,12 @@
 """Ingest throughput on the shape of real traffic: 50,000 ``message-written`` events over 500
 concurrent conversations, interleaved, real chat text (LoCoMo's turns), every stage running.
 
-Measured in one run on the same services:
-- the reference design's per-message dual write (INSERT, then LPUSH, EXPIRE, LLEN and a
-  conditional RPOP, one message after another), on a sample;
-- the sinks' own limit: multi-row INSERTs plus pipelined cache writes of the same events, no
-  Kafka, no validation;
-- memstream end to end, live (the events published meanwhile), one worker running every stage:
-  events/s until every event is in MySQL and Redis; then how long after that the summary stage
-  has caught up (no conversation has 20 messages its summary does not cover, and every summary
-  check is committed) and the long-term chain has handled every session end;
-- the history role alone (``memstream worker --stages history``), live and from a backlog;
-- two and three workers running every stage: the scaling factor and each worker's peak RSS.
-
-Each figure is printed with the machine's load average (1 minute) when it was taken: the
-services and the benchmark share its cores. With ``BENCH_PROFILE=FILE`` (and ``py-spy``
-installed) the one-worker run's worker is sampled while it ingests, and the functions on the
-most sampled stacks are printed.
-"""
+In one run on the same services: the reference design's per-message dual write (on a
+sample), the sinks' own limit (multi-row INSERTs and pipelined cache writes, no Kafka),
+memstream end to end with one worker (until every event is in MySQL and Redis, then until
+the summary and long-term stages have caught up), the history role alone (live and from a
+backlog), and two and three workers (the scaling factor, each worker's peak RSS). Each figure
+comes with the load average; ``BENCH_PROFILE=FILE`` samples the one worker with py-spy."""
 
 from __future__ import annotations
 

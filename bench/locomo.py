@@ -1,29 +1,12 @@
 """LoCoMo retrieval: the built-in long-term store against plain BM25, LLM-free.
 
-Every turn of the LoCoMo dev split (shared/data/locomo, never copied into the repo) becomes
-one memory of its conversation's user, stored through ``BuiltinProvider`` on a fresh SQLite
-file: ``"<speaker>: <text>"`` plus the shared photo's caption, ``source_event_ids`` =
-(dia_id,). Each question of categories 1-4 is a search; recall@k is the share of its
-evidence dia_ids among the dia_ids of the top k items, averaged per category and overall.
-
-The store is measured twice: with the configured relativity threshold (what the load path
-returns) and with no threshold (ranking alone). The baseline is textbook Okapi BM25
-(k1 = 1.5, b = 0.75, lower-cased ``\\w+`` tokens, rank_bm25's idf floor) over the same texts,
-and once over the bare turn text as the reference design ran it.
-
-With the bench extra installed, the same run starts the local all-MiniLM-L6-v2 server
-(``bench/embedding_server.py``), fills the vectors through the embedding backfill, and
-measures the store again with hybrid search (both ways), and MiniLM alone (cosine over the
-same vectors). Each question is embedded once. Recall@10 is also shown per conversation:
-the lexical settings were tuned on the whole split, the fusion's vector weight on conv-26 and
-conv-30 only, so conv-41, conv-42 and conv-43 are held out for it.
-
-Last, search latency on MariaDB (``MEMSTREAM_DATABASE_URL``): 10,000 memories of one user,
-warm cache, one search after another, lexical and hybrid; skipped when the database is not
-reachable.
-
-``MEMSTREAM_LOCOMO_PATH`` overrides the data file.
-"""
+Every turn of the dev split becomes one memory of its conversation's user on a fresh SQLite
+file, and each question of categories 1-4 is a search: recall@k is the share of its evidence
+dia_ids among the top k's, with the relativity threshold and without it, against textbook
+Okapi BM25 over the same texts. With the bench extra, the same run measures hybrid search on
+the local all-MiniLM-L6-v2 server (conv-41, -42 and -43 held out for the fusion weight) and
+MiniLM alone; last, search latency on MariaDB for one user with 10,000 memories.
+``MEMSTREAM_LOCOMO_PATH`` overrides the data file."""
 
 from __future__ import annotations
 

@@ -1,22 +1,13 @@
 """LoCoMo retrieval through the API, as a platform searches: ``POST /v1/memories/search``.
 
-The turns of the LoCoMo dev split are stored as in ``bench/locomo.py`` (one memory per turn),
-on MariaDB (``MEMSTREAM_DATABASE_URL``) under a tenant of this run's own, and embedded by the
-embedding backfill on the local all-MiniLM-L6-v2 server (``bench/embedding_server.py``). Two
-real ``memstream api`` processes serve them: one with that server as its embeddings endpoint
-(hybrid search), one without (lexical). Every question of categories 1-4 is searched through
-each at k = 5 and k = 10, and each answer's ``degraded`` is recorded: a hybrid search that
-lost its query embedding answers lexically and says ``embeddings``.
-
-The hybrid API is searched twice: on a quiet embeddings server, and while an embedding
-backfill (the worker's loop, in this process) embeds fresh copies of the same turns on the
-same server, as a worker filling vectors does on a platform. ``python -m bench locomo-api``;
-``MEMSTREAM_LOCOMO_PATH`` overrides the data file; ``BENCH_LOCOMO_API_PASSES`` (default
-``quiet,busy,lexical``; ``sweep`` is the fusion weight chosen on conv-26 and conv-30 and
-measured on conv-41, conv-42 and conv-43, and the other way round) picks the passes;
-``BENCH_LOCOMO_API_TENANT`` names a tenant to keep after the run, and reuse when a run before
-left it stored and embedded (six minutes of MiniLM on a shared 2-core host).
-"""
+The dev split's turns, one memory each, on MariaDB under a tenant of the run's own, embedded
+by the backfill on the local all-MiniLM-L6-v2 server; two ``memstream api`` processes serve
+them, hybrid and lexical, searched at k = 5 and 10 with each answer's ``degraded`` recorded,
+the hybrid one on a quiet embeddings server and again beside a running backfill.
+``python -m bench locomo-api``; ``MEMSTREAM_LOCOMO_PATH`` (the data file),
+``BENCH_LOCOMO_API_PASSES`` (``quiet,busy,lexical``; ``sweep`` tunes the fusion weight on
+two conversations and measures it on the other three), ``BENCH_LOCOMO_API_TENANT`` (a tenant
+kept and reused between runs)."""
 
 from __future__ import annotations
 

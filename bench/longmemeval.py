@@ -1,19 +1,12 @@
 """LongMemEval_S (development split) through the real pipeline, LLM-free, against BM25.
 
-Each question is a tenant and user of its own: every haystack session's turns are published as
-``message-written`` events dated by ``haystack_dates`` (oldest session first, one second per
-turn), each session then ends; once the chain (rule-based judge) is idle, the question searches
-the user's memories (top 10, with its ``question_date`` as the time it is asked) at the
-relativity floor and without it. Items map back to turns through ``source_event_ids``: turn
-recall@k is the share of the evidence turns (``has_answer``) cited by the top k, session
-recall_any@k whether the top k cite an answer session. Okapi BM25 (rank_bm25's formula) over
-the same user's raw turns is scored in the same run, with the tokens of both top 10s.
-
-``LONGMEMEVAL_QUESTIONS=N`` keeps N questions, the types taken in turn (the whole split has 60,
-about 29,000 turns); ``LONGMEMEVAL_PATH`` overrides the data file. ``LONGMEMEVAL_KEEP=1``
-keeps the run's database, and ``LONGMEMEVAL_DATABASE=<its name>`` scores it again (the same
-questions) without ingesting anything.
-"""
+Each question is a tenant and user of its own: its haystack sessions' turns are published as
+``message-written`` events on their dates, each session then ends, and once the chain is idle
+the question searches the user's memories (top 10, asked at its ``question_date``). Turn
+recall@k and session recall_any@k are read through ``source_event_ids``; Okapi BM25 over the
+same user's raw turns is scored in the same run. ``LONGMEMEVAL_QUESTIONS=N`` (of 60),
+``LONGMEMEVAL_PATH`` (the data file), ``LONGMEMEVAL_KEEP=1`` keeps the run's database and
+``LONGMEMEVAL_DATABASE=<name>`` scores a kept one again without ingesting."""
 
 from __future__ import annotations
 

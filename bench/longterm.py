@@ -1,17 +1,12 @@
 """The long-term chain: throughput and latency with the rule-based judge, and memory quality
 on LoCoMo through the real pipeline.
 
-1. Chain: 200 sessions of 20 messages (each of its own user) are stored, then their
-   ``session-ended`` events are published in one burst; sessions/s is the burst divided by
-   the time until every session's memories are persisted. Then 100 more sessions end at a
-   fixed 10 per second, and the latency of each is the time from publishing its
-   ``session-ended`` to its last memory's ``created_at``: p50 and p99.
-2. LoCoMo: every turn of the dev split is a ``message-written`` (both speakers as the user's
-   side, the session's date as ``created_at``), every session then ends; once the chain is
-   idle each category 1-4 question searches the sample's memories, and recall@5/@10 of the
-   evidence is read through ``source_event_ids``. Plain BM25 over the raw turns of the same
-   split is scored in the same run. Tokens stored and dia_ids per returned item are reported.
-"""
+1. Chain: 200 sessions of 20 messages end in one burst (sessions/s until every memory is
+   persisted), then 100 more at 10 a second (p50 and p99 from ``session-ended`` to the last
+   memory's ``created_at``).
+2. LoCoMo: every turn of the dev split is a ``message-written``, every session then ends; once
+   the chain is idle each question of categories 1-4 searches the memories, recall@5/@10 read
+   through ``source_event_ids``, beside plain BM25 over the raw turns in the same run."""
 
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
-"""The long-term chain with a real small model next to the rule-based judge on the same LoCoMo
+"""The long-term chain with a real small model beside the rule-based judge, on the same LoCoMo
 subset: ``python -m bench longterm-llm`` (needs ``make llm-venv``).
 
-SmolLM2-135M-Instruct behind llama-cpp-python's server (``tests.support.llm``, ``THREADS``
-threads) judges, resolves conflicts and summarises, at tens of tokens per second on a CPU, so
-the run is a subset: ``MEMSTREAM_BENCH_LLM_SUBSET`` (``SAMPLESxSESSIONS``, default ``SUBSET``:
-the first conversations, each cut to its first sessions; only the questions whose evidence
-lies in them are scored). ``MEMSTREAM_BENCH_LLM_VENV`` names the server's venv
-(``var/llm-venv`` by default).
-
-Each judge has a worker and a database of its own. Every turn is stored first; then the
-sessions end one at a time, each once the chain is idle after the one before, and each one's
-latency is from its ``session-ended`` to the last memory it wrote or expired (and to the chain
-idle: every chain topic committed). Then the questions search what was kept. The model's run
-ends with what its worker counted: answers clean, repaired or rejected per stage, their flaws
-by reason, and the sessions whose judge fell back to the rules.
-"""
+SmolLM2-135M-Instruct behind llama-cpp-python's server (``THREADS`` threads) judges,
+resolves conflicts and summarises; ``MEMSTREAM_BENCH_LLM_SUBSET`` (``SAMPLESxSESSIONS``,
+default ``SUBSET``) picks the conversations and sessions, ``MEMSTREAM_BENCH_LLM_VENV`` the
+server's venv. Each judge has a worker and a database of its own; sessions end one at a
+time, each timed from its ``session-ended`` to its last memory, then the questions search
+what was kept. The model's run ends with its answers clean, repaired or rejected per stage."""
 
 from __future__ import annotations
 

@@ -1,21 +1,13 @@
 """One API process past its capacity, and a quiet tenant beside a loud one.
 
-Data: the platform dataset's users (``bench.loadpath.bulk``, 200 memories each) in two tenants,
-each with ``CONVERSATIONS`` cached conversations; one ``memstream api`` with a key per tenant.
-Every request is a full ``POST /v1/context`` of a random user. Open loops (vegeta when there is
-one, ``bench.loadpath.open_loop.vegeta``), latency from the scheduled send time:
-
-1. the capacity: a ramp of ``STEP_SECONDS`` steps, the highest rate whose answers are at most
-   0.5% degraded or refused (``BENCH_ADMISSION_CAPACITY`` skips it);
-2. the quiet tenant at ``QUIET_RATE`` alone, then next to the loud tenant at 3x the capacity
-   (the baseline: the quiet tenant alone, in the same run), its p50/p99 and full share;
-3. the loud tenant alone at 1x, 2x and 4x the capacity: the shares of full, short-term only,
-   429, 503 and no answer, and the answers later than ``BOUND_MS`` after their send time.
-
-With ``BENCH_ADMISSION_RATE`` set, the loud tenant's rate per process is limited to it
-(``MEMSTREAM_API_TENANT_RATE_OVERRIDES``); ``BENCH_ADMISSION_PROCESSES`` runs that many API
-processes, the requests spread over them. ``python -m bench admission``.
-"""
+The platform dataset's users in two tenants, one ``memstream api`` with a key per tenant,
+full ``POST /v1/context`` requests of random users in open loops (vegeta when there is one):
+the capacity (a ramp of ``STEP_SECONDS`` steps; ``BENCH_ADMISSION_CAPACITY`` skips it), the
+quiet tenant at ``QUIET_RATE`` alone and beside the loud one at 3x, then the loud one alone
+at 1x, 2x and 4x: shares of full, short-term only, 429, 503 and no answer, and the answers
+later than ``BOUND_MS``. ``BENCH_ADMISSION_RATE`` limits the loud tenant's rate,
+``BENCH_ADMISSION_PROCESSES`` spreads the requests over that many processes.
+``python -m bench admission``."""
 
 from __future__ import annotations
 

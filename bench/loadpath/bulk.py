@@ -1,16 +1,11 @@
 """A bulk loader of the platform benchmark's long-term memories: many users x 200 memories each,
 with their lexical postings, into a database of the benchmark's own.
 
-The rows are what ``BuiltinProvider.add`` writes (``memory_rows.new_row``, ``document_terms`` and
-``postings.rows_of``, the store's own code), written with ``LOAD DATA LOCAL INFILE`` a few
-hundred users per transaction instead of row by row: millions of memories load in minutes
-instead of hours. Users load in key order with ids that grow with them, so every index of
-both tables is appended to rather than split. The loader's session leaves the binary log alone
-(``sql_log_bin = 0``): the benchmark's database is not replicated to the test replica.
-
-A dataset already loaded is reused: the users present are counted from the index (the
-highest user id loaded), and only the missing ones are added, so a run can grow the dataset.
-"""
+The rows are what ``BuiltinProvider.add`` writes (the store's own code), written with ``LOAD
+DATA LOCAL INFILE`` a few hundred users per transaction, in key order so every index is
+appended to, with the binary log left alone (the benchmark's database is not replicated).
+Millions of memories load in minutes. A dataset already loaded is reused: only the users
+missing are added, so a run can grow it."""
 
 from __future__ import annotations
 

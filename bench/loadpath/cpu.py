@@ -1,18 +1,12 @@
-"""What one cold-user request of the load path costs one API process in CPU: a single
-``memstream api`` on the platform dataset (``bench.loadpath.platform``), every request from a
-uniformly random user, open loop at a fixed rate well under the process's capacity, and the
-process's own CPU time (utime + stime) over the measured window per answered request.
-``BENCH_CPU_RATE`` (default 20 requests/s), ``BENCH_CPU_SECONDS`` (30), ``BENCH_PROFILE=FILE``
-for a py-spy profile of the measured window (the samples holding the GIL). The overload rule
-for a late event loop is off (``MEMSTREAM_API_LAG_SECONDS``=60): every answer is meant to be
-a full one. The load comes from vegeta when there is one (``bench.loadpath.open_loop.vegeta``),
-else from the benchmark's own client. Beside the server's CPU (user and system apart), the
-database's and Redis's per request, read off their processes (a server on this machine that
-listens on the settings' port). ``BENCH_CPU_PATH=search`` measures ``POST /v1/memories/search``
-(top 10) instead of a full ``/v1/context``; ``BENCH_CPU_USERS`` draws the users from the first
-that many (loaded when missing) instead of the whole dataset. ``BENCH_CPU_TRACING``: ``off``
-(default), ``on`` (the API exports its spans over OTLP/HTTP to a receiver in this process), or
-``both``: ``BENCH_CPU_PAIRS`` (2) runs off and on in turn. ``python -m bench loadcpu``."""
+"""What one cold-user request of the load path costs one API process in CPU: ``memstream api`` on
+the platform dataset, requests from uniformly random users in an open loop well under
+capacity (vegeta when there is one), and the process's utime + stime per answered request,
+beside the database's and Redis's. The late-loop rule is off: every answer is a full one.
+``BENCH_CPU_RATE`` (20/s), ``BENCH_CPU_SECONDS`` (30), ``BENCH_PROFILE=FILE`` (py-spy, the
+samples holding the GIL), ``BENCH_CPU_PATH=search`` (``POST /v1/memories/search`` instead of
+``/v1/context``), ``BENCH_CPU_USERS`` (the first that many users), ``BENCH_CPU_TRACING``
+(``off``, ``on``: spans exported over OTLP/HTTP, ``both``: ``BENCH_CPU_PAIRS`` runs of each).
+``python -m bench loadcpu``; ``bench cpupair`` compares two checkouts side by side."""
 
 from __future__ import annotations
 

@@ -1,24 +1,12 @@
 """The load path at platform scale: many users x 200 long-term memories, every request from a
 uniformly random user, two ``memstream api`` processes sharing the offered load.
 
-Data: the users' memories and their postings in a database of the benchmark's own
-(``bench.loadpath.bulk``, loaded once and reused; ``BENCH_PLATFORM_USERS`` users), and
-``CONVERSATIONS`` conversations of 200 cached messages with their summaries in the same tenant
-(user u talks in conversation u % ``CONVERSATIONS`` to agent u % 4), rewritten on each run.
-
-Each result is an open loop (requests leave on schedule whatever the answers do; latency
-counts from the scheduled send time), round-robin over the two processes:
-
-1. ``RATE`` requests/s from random users of the whole dataset, then the same from
-   ``WARM_USERS`` users (the baseline a process keeps warm), and the ratio of the two;
-2. a ramp from ``RATE`` up, ``STEP_SECONDS`` per step, to the capacity: the highest rate
-   whose answers are at most 0.5% degraded or refused;
-3. twice that capacity: the p99 against the load path's time limits, and how the answers
-   divide into full, degraded, 503 and client timeouts.
-
-Then each API process's memory (RSS) and the database's size per memory.
-``python -m bench platform``.
-"""
+``BENCH_PLATFORM_USERS`` users' memories and postings in a database of the benchmark's own
+(loaded once, reused) and ``CONVERSATIONS`` cached conversations rewritten each run; open
+loops round-robin over the two processes: ``RATE`` requests/s from random users and from
+``WARM_USERS`` users, a ramp of ``STEP_SECONDS`` steps to the capacity (at most 0.5%
+degraded or refused), then twice that capacity against the load path's time limits. Then
+each process's RSS and the database's size per memory. ``python -m bench platform``."""
 
 from __future__ import annotations
 

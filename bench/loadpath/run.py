@@ -1,28 +1,12 @@
-"""Load path of the query API: ``POST /v1/context`` served as deployed.
+"""Load path of the query API: ``POST /v1/context`` served as deployed, against the reference
+design's short-term load (``bench.reference_api``: the whole cached list read and tokenised
+on every request), each its own uvicorn process on the same settings.
 
-Data (one isolated tenant and cache prefix per run): 2,000 conversations of 200 messages each,
-in MySQL and, the same rows, warm in Redis, each with a conversation summary (the window leaves
-older history out, so every answer carries one); 20 users (conversation i belongs to user
-i % 20) with 1,000 long-term memories each in the built-in store.
-
-Servers, each its own uvicorn process on the same settings:
-- memstream: ``memstream api``;
-- reference: ``python -m bench.reference_api``, the reference design's short-term load (the
-  whole cached list read, every message tokenised on every request, then the same window).
-
-1. Short-term only (agents configured ``open_long_memory=false``): saturation throughput of
-   both servers under the same ``wrk`` load (random conversations), alternated over rounds.
-2. Full load path (agents on the built-in long-term store, queries that hit memories):
-   latency at a fixed offered rate, open loop (requests leave on schedule whatever the
-   responses do; latency counts from the scheduled send time), client in this process.
-
-CPU per request: the server's utime + stime (``/proc/PID/stat``) over the measured window,
-divided by the requests it answered.
-
-With ``BENCH_PROFILE=FILE`` set (and ``py-spy`` installed), the server is sampled during the
-full load path's measured window: raw stacks go to FILE, and the frames holding the most
-samples are printed.
-"""
+Data: 2,000 cached conversations of 200 messages with summaries, 20 users with 1,000
+memories each. First short-term only, both servers' saturation throughput under the same
+``wrk`` load, alternated over rounds; then the full load path at a fixed rate in an open loop.
+CPU per request is the server's utime + stime over the measured window; ``BENCH_PROFILE=FILE``
+samples the server with py-spy during the full path's window."""
 
 from __future__ import annotations
 
