@@ -54,16 +54,7 @@ COLUMNS = (
 # every result column costs the driver a descriptor to parse on each statement and each
 # value a conversion, where one array is one C call (``unpacked``).
 PACKED = func.json_array(
-    long_term_memory.c.id,
-    long_term_memory.c.agent_id,
-    long_term_memory.c.cube_id,
-    long_term_memory.c.memory_type,
-    long_term_memory.c.content,
-    long_term_memory.c.importance,
-    long_term_memory.c.source_event_ids,
-    long_term_memory.c.created_at,
-    long_term_memory.c.kind,
-    long_term_memory.c.occurred_at,
+    *(column for column in COLUMNS if column.name not in ("tenant_id", "user_id"))
 ).label("packed")
 
 
