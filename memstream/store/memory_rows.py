@@ -23,6 +23,7 @@ from memstream.memory import (
     NewMemory,
 )
 from memstream.store.database import force_index, in_lists
+from memstream.store.prepared import Prepared
 from memstream.store.schema import long_term_memory, memory_embedding
 from memstream.text.normalise import fold_spaces_and_case
 
@@ -296,21 +297,23 @@ async def live_items(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) 
     return found
 
 
-_LIVE_IDS = force_index(
-    select(long_term_memory.c.id).where(
-        long_term_memory.c.tenant_id == bindparam("tenant_id"),
-        long_term_memory.c.id.in_(bindparam("ids", expanding=True)),
-        long_term_memory.c.deleted_at.is_(None),
-    ),
-    long_term_memory,
-    "PRIMARY",
+_LIVE_IDS = Prepared(
+    force_index(
+        select(long_term_memory.c.id).where(
+            long_term_memory.c.tenant_id == bindparam("tenant_id"),
+            long_term_memory.c.id.in_(bindparam("ids", expanding=True)),
+            long_term_memory.c.deleted_at.is_(None),
+        ),
+        long_term_memory,
+        "PRIMARY",
+    )
 )
 
 
 async def live_ids(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) -> set[str]:
     """Which of ``ids`` (at most a chunk) are live memories of ``tenant_id``."""
     params = {"tenant_id": tenant_id, "ids": list(ids)}
-    return {row.id for row in (await conn.execute(_LIVE_IDS, params)).all()}
+    return {memory_id for (memory_id,) in await _LIVE_IDS.rows(conn, params)}
 
 
 async def fingerprint(

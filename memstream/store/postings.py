@@ -43,6 +43,7 @@ from memstream.retrieval import (
 )
 from memstream.store import memory_rows
 from memstream.store.database import force_index, in_lists
+from memstream.store.prepared import Prepared
 from memstream.store.schema import TERM_CHARS, long_term_memory, memory_term
 from memstream.text.terms import phrases
 
@@ -403,6 +404,11 @@ def _ranking(levels: int) -> Select[Any]:
     )
 
 
+@cache
+def _prepared(levels: int) -> Prepared:
+    return Prepared(_ranking(levels))
+
+
 async def ranked(
     conn: AsyncConnection,
     tenant_id: str,
@@ -436,10 +442,10 @@ async def ranked(
         "pool": pool,
         **repeats,
     }
-    rows = (await conn.execute(_ranking(len(repeats) + 1), params)).all()
+    rows = await _prepared(len(repeats) + 1).rows(conn, params)
     found = [
-        Ranked(memory_rows.unpacked(tenant_id, user_id, row.packed), float(row.relevance))
-        for row in rows
+        Ranked(memory_rows.unpacked(tenant_id, user_id, packed), float(relevance))
+        for packed, relevance in rows
     ]
     # As ``ranking.lexical_pools`` orders them: by (relevance, id), the greater first.
     found.sort(key=lambda r: (r.relevance, r.item.id), reverse=True)

@@ -40,6 +40,7 @@ from memstream.memory import USER_PROFILE, MemoryItem
 from memstream.retrieval import BACKGROUND_DOCS, document_terms, normalised
 from memstream.store.database import force_index
 from memstream.store.postings import query_tf, repeat_lists
+from memstream.store.prepared import Prepared
 from memstream.store.schema import TERM_CHARS
 from memstream.store.schema import conversation_message as messages
 from memstream.store.schema import message_indexed as indexed
@@ -297,6 +298,11 @@ def _ranking(levels: int) -> Select[Any]:
     )
 
 
+@cache
+def _prepared(levels: int) -> Prepared:
+    return Prepared(_ranking(levels))
+
+
 async def search_turns(
     conn: AsyncConnection,
     tenant_id: str,
@@ -327,12 +333,12 @@ async def search_turns(
         "top_k": top_k + len(cited),  # enough to leave top_k once the cited are left out
         **repeats,
     }
-    rows = (await conn.execute(_ranking(len(repeats) + 1), params)).all()
+    rows = await _prepared(len(repeats) + 1).rows(conn, params)
     # A message forgotten since it was indexed has no row and is never answered.
     query_words = frozenset(terms)
     found = []
-    for row in rows:
-        event_id, role, content, created, agent_id = orjson.loads(row.packed)
+    for packed, relevance in rows:
+        event_id, role, content, created, agent_id = orjson.loads(packed)
         if event_id in cited:
             continue
         at = datetime.fromisoformat(created).replace(tzinfo=UTC)
@@ -348,7 +354,7 @@ async def search_turns(
                 importance=1,
                 source_event_ids=(event_id,),
                 created_at=at,
-                score=normalised(float(row.relevance)),
+                score=normalised(float(relevance)),
                 kind="episode",
                 occurred_at=at,
                 origin=ORIGIN,
