@@ -82,12 +82,9 @@ class Prepared:
         driver = raw.driver_connection
         assert driver is not None
         try:
-            cursor = await driver.cursor()
-            try:
+            async with driver.cursor() as cursor:
                 await cursor.execute(shape.sql, args)
                 return await cursor.fetchall()  # type: ignore[no-any-return]
-            finally:
-                await cursor.close()
         except dialect.loaded_dbapi.Error as exc:
             lost = dialect.is_disconnect(exc, raw.dbapi_connection, None)
             if lost:
