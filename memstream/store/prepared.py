@@ -8,7 +8,8 @@ through an execution context and a result: about a quarter of a search's CPU in 
 work once for each count of items in each list, and at execution only fills the values in.
 On other drivers (SQLite) it is SQLAlchemy's ``execute``; with a listener on the engine's
 statements, the same SQL through SQLAlchemy's execution. A driver error is raised as
-SQLAlchemy's (``DBAPIError``), the connection invalidated when it was lost, as SQLAlchemy does.
+SQLAlchemy's (``DBAPIError``), the connection invalidated when it was lost or the statement
+cancelled, as SQLAlchemy does.
 """
 
 from __future__ import annotations
@@ -97,6 +98,12 @@ class Prepared:
                 connection_invalidated=lost,
                 dialect=dialect,
             ) from exc
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                # Cancelled (a deadline) or interrupted mid-statement: its reply is still on
+                # the wire, so the connection is not given to anyone again, as SQLAlchemy does.
+                await conn.invalidate(exc)
+            raise
 
     def shape(self, dialect: Dialect, params: Mapping[str, Any]) -> _Shape:
         """The SQL for the lengths of ``params``' lists, made on first use."""

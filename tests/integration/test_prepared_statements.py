@@ -1,13 +1,26 @@
 """Prepared load-path statements on MariaDB's driver cursor: the rows SQLAlchemy's execute
-gives, a driver error raised as SQLAlchemy's, a lost connection invalidated and replaced."""
+gives, a driver error raised as SQLAlchemy's, a lost or cancelled connection invalidated and
+replaced."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, bindparam, select, text
+from sqlalchemy import (
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    bindparam,
+    func,
+    select,
+    text,
+)
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -89,3 +102,18 @@ async def test_a_lost_connection_is_invalidated_and_the_pool_reconnects(
         assert raised.value.connection_invalidated
     async with engine.connect() as conn:
         assert [tuple(row) for row in await prepared.rows(conn, {"k": "plain"})] == [(0,)]
+
+
+async def test_a_statement_cancelled_midway_invalidates_its_connection(
+    engine: AsyncEngine,
+) -> None:
+    # A deadline cancels the search while the server still works on it: that reply must never
+    # be read as the next statement's on the same connection.
+    slow = Prepared(select(func.sleep(bindparam("seconds"))))
+    async with engine.connect() as conn:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                await slow.rows(conn, {"seconds": 2})
+        assert conn.invalidated
+    async with engine.connect() as conn:
+        assert [tuple(row) for row in await slow.rows(conn, {"seconds": 0})] == [(0,)]
