@@ -17,6 +17,7 @@ from memstream.api import errors, mcp, startup
 from memstream.api.fairness import Policy, Tenants
 from memstream.api.gate import Gate
 from memstream.api.hosts import host_check, loopback, parse_allowed
+from memstream.api.json_route import JsonBodyRoute, Lane
 from memstream.api.overload import Admission
 from memstream.api.routes import (
     agents,
@@ -89,6 +90,11 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.router)
     tools = mcp.McpEndpoint(app, settings)
     app.router.routes.append(Route(mcp.PATH, tools, include_in_schema=False))
+    # Innermost: the load path's valid requests answered without routing.
+    lanes = [
+        r for m in (context, memories) for r in m.router.routes if isinstance(r, JsonBodyRoute)
+    ]
+    app.add_middleware(Lane, routes=lanes, handlers=app.exception_handlers)
     # Inside the gate, which knows the key's tenant: the tenant's share, then a slot.
     app.add_middleware(
         Admission,

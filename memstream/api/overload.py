@@ -258,7 +258,7 @@ class Admission:
         try:
             # A body that never comes holds nothing but its bytes: the server's body deadline
             # ends it, and no slot is taken before it is here.
-            body = await _read_body(receive)
+            body = await read_body(receive)
             if body is None:
                 return  # the client left (or was cut off): nothing to answer
             await self._admit(scope, replay(body, receive), send, tenant)
@@ -378,7 +378,7 @@ _NO_SLOT = Refusal(503, "process", RETRY_AFTER_SECONDS, _OVER)
 _LATE = Refusal(503, "late", RETRY_AFTER_SECONDS, _OVER)
 
 
-async def _read_body(receive: Receive) -> bytes | None:
+async def read_body(receive: Receive) -> bytes | None:
     """The whole body, or None when the client left before it was sent."""
     parts: list[bytes] = []
     while True:
