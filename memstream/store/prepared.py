@@ -1,16 +1,14 @@
 """The load path's SELECTs on MySQL run on the driver's own cursor, their SQL made once per
 shape of their ``IN`` lists.
 
-Through SQLAlchemy, every execution of a cached statement still walks the statement to find
-its cache key, renders its ``IN`` lists into the SQL again, builds the parameters, and goes
-through an execution context and a result: about a quarter of a search's CPU in the API
-(docs/design/builtin-store.md, "Statements on the driver's cursor"). ``Prepared`` does that
-work once for each count of items in each list, and at execution only fills the values in.
-On other drivers (SQLite) it is SQLAlchemy's ``execute``; with a listener on the engine's
-statements, the same SQL through SQLAlchemy's execution. A driver error is raised as
-SQLAlchemy's (``DBAPIError``), the connection invalidated when it was lost or the statement
-cancelled, as SQLAlchemy does.
-"""
+Through SQLAlchemy, every execution of a cached statement walks the statement for its cache
+key, renders its ``IN`` lists again, builds the parameters and goes through an execution
+context and a result: a quarter of a search's API CPU (docs/design/builtin-store.md,
+"Statements on the driver's cursor"). ``Prepared`` does that once per count of items in each
+list and at execution only fills the values in. On other drivers (SQLite) it is SQLAlchemy's
+``execute``; with a listener on the engine's statements, the same SQL through SQLAlchemy's
+execution. A driver error is raised as ``DBAPIError``, the connection invalidated when it was
+lost or the statement cancelled, as SQLAlchemy does."""
 
 from __future__ import annotations
 
