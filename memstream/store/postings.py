@@ -28,6 +28,7 @@ from sqlalchemy import (
     func,
     literal,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects import mysql, sqlite
@@ -180,8 +181,13 @@ _FIELD, _RECORD = "\x1f", "\x1e"  # ASCII unit and record separators
 
 def _live_count() -> ScalarSelect[Any]:
     """The user's live memory count (N of the idf), for ``tenant_id`` and ``user_id``."""
+    return _counted().scalar_subquery()
+
+
+def _counted() -> Select[Any]:
+    """``SELECT count(*) AS n_docs``: the user's live memories, on the index of their scope."""
     count = (
-        select(func.count())
+        select(func.count().label("n_docs"))
         .select_from(long_term_memory)
         .where(
             long_term_memory.c.tenant_id == bindparam("tenant_id"),
@@ -189,7 +195,7 @@ def _live_count() -> ScalarSelect[Any]:
             long_term_memory.c.deleted_at.is_(None),
         )
     )
-    return force_index(count, long_term_memory, "ix_memory_scope").scalar_subquery()
+    return force_index(count, long_term_memory, "ix_memory_scope")
 
 
 # The postings of the terms ``terms`` of the user's live, indexed memories.
@@ -330,6 +336,9 @@ def _ranking(levels: int) -> Select[Any]:
     table read twice is computed twice). Built once per count of repeat lists (a query
     repeating a term is rare): the engine caches its compiled form."""
     term_key = (memory_term.c.term, memory_term.c.field)
+    # The live count read once, beside the postings: as a scalar subquery in each of the
+    # three places it is used, the database planned and ran it three times.
+    stats = _counted().subquery("stats")
     hits = force_index(
         select(
             memory_term.c.term,
@@ -341,7 +350,10 @@ def _ranking(levels: int) -> Select[Any]:
             func.row_number()
             .over(partition_by=term_key, order_by=memory_term.c.memory_id)
             .label("nth"),
-        ).where(
+            (stats.c.n_docs + (BACKGROUND_DOCS + 0.5)).label("n_docs"),
+        )
+        .select_from(memory_term.join(stats, true()))
+        .where(
             memory_term.c.tenant_id == bindparam("tenant_id"),
             memory_term.c.user_id == bindparam("user_id"),
             memory_term.c.term.in_(bindparam("terms", expanding=True)),
@@ -349,9 +361,9 @@ def _ranking(levels: int) -> Select[Any]:
         memory_term,
         "PRIMARY",
     ).subquery("hits")
-    n_docs = _live_count()
+    n_docs = hits.c.n_docs
     # As retrieval._idf: the Lucene form over the live memories plus the background ones.
-    idf = func.ln(1.0 + (n_docs + (BACKGROUND_DOCS + 0.5) - hits.c.df) / (hits.c.df + 0.5))
+    idf = func.ln(1.0 + (n_docs - hits.c.df) / (hits.c.df + 0.5))
     qtf = query_tf(hits.c.term, levels)
     word, first = hits.c.field == WORD, hits.c.nth == 1
     # Every posting of a term through the last of its peers, rarest terms first: how many
@@ -366,10 +378,11 @@ def _ranking(levels: int) -> Select[Any]:
         func.sum(case((and_(word, first), idf * qtf), else_=0.0)).over().label("ideal"),
         func.sum(case((and_(word, first), qtf), else_=0)).over().label("words"),
         upto.label("upto"),
+        n_docs.label("n_docs"),
     ).subquery("weighed")
     # The query's words no memory holds weigh in the ideal with a document frequency of 0.
     unseen: Any = bindparam("word_count") - func.max(weighed.c.words)
-    idf_unseen = func.ln(1.0 + (n_docs + (BACKGROUND_DOCS + 0.5)) / 0.5)
+    idf_unseen = func.ln(1.0 + func.max(weighed.c.n_docs) / 0.5)
     relevance = func.sum(weighed.c.part) / (func.max(weighed.c.ideal) + unseen * idf_unseen)
     scored = (
         select(weighed.c.memory_id, weighed.c.cube_id, relevance.label("relevance"))
@@ -391,8 +404,11 @@ def _ranking(levels: int) -> Select[Any]:
         .where(scored.c.relevance >= bindparam("floor"), scored.c.relevance > 0.0)
         .subquery("ranked")
     )
+    # The pool first, then each of its rows by primary key: the join's order fixed, as the
+    # estimate of a derived table's rows can lead the planner to scan the tenant's rows.
     return force_index(
         select(memory_rows.PACKED, ranked.c.relevance)
+        .prefix_with("STRAIGHT_JOIN", dialect="mysql")
         .select_from(ranked.join(long_term_memory, long_term_memory.c.id == ranked.c.memory_id))
         .where(
             ranked.c.place <= bindparam("pool"),

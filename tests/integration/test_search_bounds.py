@@ -7,6 +7,7 @@ loop serves other requests."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -149,3 +150,35 @@ async def test_a_hybrid_search_over_many_memories_ranks_off_the_loop(
     found = await served_while_held(provider, tenant, f"{SHARED} marker1500", ranking, served)
     assert found[0].content.endswith(" marker1500")
     await provider.aclose()
+
+
+async def test_the_pools_rows_are_read_by_key_whatever_the_tenant_holds(
+    db: AsyncEngine, tenant: str
+) -> None:
+    if db.dialect.name != "mysql":
+        pytest.skip("the plan of MariaDB's statement")
+    # Many rows of the tenant's beside a few matching ones: a plan that starts from the
+    # tenant's rows instead of the pool reads them all for each search.
+    provider = BuiltinProvider(db)
+    for user in ("big", "other", "third"):
+        await provider.add(shared_vocabulary(tenant, user, 400))
+    terms = tokenize(f"{SHARED} marker5")
+    params = {
+        "tenant_id": tenant,
+        "user_id": "big",
+        "terms": sorted({*terms, *phrases(terms)}),
+        "word_count": len(terms),
+        "budget": postings.POSTINGS_BUDGET,
+        "cubes": [USER_PROFILE],
+        "floor": 0.0,
+        "pool": pool_size(10),
+    }
+    shape = postings._prepared(1).shape(db.dialect, params)
+    async with db.connect() as conn:
+        raw = await conn.get_raw_connection()
+        async with raw.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
+            await cursor.execute("ANALYZE FORMAT=JSON " + shape.sql, shape.args(params))
+            plan = json.loads((await cursor.fetchone())[0])
+    outer = [step["table"] for step in plan["query_block"]["nested_loop"]]
+    assert [t["table_name"] for t in outer] == ["<derived2>", "long_term_memory"]
+    assert outer[1]["key"] == "PRIMARY" and outer[1]["r_loops"] == pool_size(10)
