@@ -77,7 +77,7 @@ class Lane:
         self.handlers = {
             key: handler
             for key, handler in handlers.items()
-            if key not in (Exception, 500) and not isinstance(key, int)
+            if key is not Exception and not isinstance(key, int)
         }
         self.status_handlers = {
             key: handler for key, handler in handlers.items() if isinstance(key, int) and key != 500
