@@ -64,6 +64,8 @@ class ProviderRouter:
                 fresh_seconds=settings.long_term_fresh_seconds,
                 reads=reads,
                 search_history=settings.search_history,
+                warm_memories=settings.long_term_warm_memories,
+                warm_after=settings.long_term_warm_after,
             )
         self._ttl = config_cache_seconds
         self._configs: dict[tuple[str, str], tuple[float, AgentConfig | None]] = {}

@@ -451,6 +451,19 @@ class LoadPathSettings(Section):
         "own writes are seen at once)",
         ge=0,
     )
+    long_term_warm_memories: int = setting(
+        20_000,
+        "memories of hot users the built-in store keeps in each API process (about 2.5 KB "
+        "each), to rank their lexical searches there after one primary-key read of the user's "
+        "stamp instead of the search's statement; 0 turns the warm layer off",
+        ge=0,
+    )
+    long_term_warm_after: int = setting(
+        3,
+        "searches of a user within a minute that make the user warm (loaded off the request's "
+        "path)",
+        ge=1,
+    )
     search_history: bool = setting(
         True,
         "the built-in store's search also ranks the best passages of the user's stored chat "

@@ -19,7 +19,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.store import turns
+from memstream.store import stamps, turns
 from memstream.store.database import again_on_deadlock
 from memstream.store.schema import (
     agent_config,
@@ -83,6 +83,14 @@ async def erase_memory_rows(engine: AsyncEngine, tenant_id: str, user_id: str) -
         await _delete_all(
             engine, table, (table.c.tenant_id == tenant_id, table.c.user_id == user_id)
         )
+    # The memories were expired (and their stamp raised) before; raised once more for the
+    # rows gone, and kept: a stamp row outlives the user (``stamps``).
+    await again_on_deadlock(lambda: _bump_stamp(engine, tenant_id, user_id))
+
+
+async def _bump_stamp(engine: AsyncEngine, tenant_id: str, user_id: str) -> None:
+    async with engine.begin() as conn:
+        await stamps.bump(conn, tenant_id, [user_id])
 
 
 def _of_user(table: Table, tenant_id: str, user_id: str) -> tuple[ColumnElement[bool], ...]:

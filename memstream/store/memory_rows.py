@@ -297,6 +297,25 @@ async def live_items(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) 
     return found
 
 
+async def searchable(
+    conn: AsyncConnection, tenant_id: str, user_id: str, *, limit: int
+) -> list[tuple[MemoryItem, int | None]] | None:
+    """Every live memory of the user, each with its length in index terms (None: no postings
+    yet), packed as a search reads them; None when the user has more than ``limit``."""
+    query = (
+        select(PACKED, long_term_memory.c.term_count)
+        .where(*of_user(tenant_id, user_id))
+        .limit(limit + 1)
+    )
+    rows = (await conn.execute(query)).all()
+    if len(rows) > limit:
+        return None
+    return [
+        (unpacked(tenant_id, user_id, packed), None if length is None else int(length))
+        for packed, length in rows
+    ]
+
+
 _LIVE_IDS = Prepared(
     force_index(
         select(long_term_memory.c.id).where(

@@ -42,7 +42,7 @@ from memstream.retrieval import (
     document_terms,
     impact,
 )
-from memstream.store import memory_rows
+from memstream.store import memory_rows, stamps
 from memstream.store.database import force_index, in_lists
 from memstream.store.prepared import Prepared
 from memstream.store.schema import TERM_CHARS, long_term_memory, memory_term
@@ -517,6 +517,12 @@ class TermBackfill:
                         term_count=case({i: lengths[i] for i in ids}, value=long_term_memory.c.id)
                     )
                 )
+            # Searchable now: a process keeping these users' memories reads them again.
+            users: dict[str, set[str]] = {}
+            for row in pending:
+                users.setdefault(row.tenant_id, set()).add(row.user_id)
+            for tenant in sorted(users):
+                await stamps.bump(conn, tenant, users[tenant])
         INDEXED.inc(len(pending))
         return len(pending)
 

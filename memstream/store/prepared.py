@@ -67,41 +67,8 @@ class Prepared:
 
     async def rows(self, conn: AsyncConnection, params: Mapping[str, Any]) -> Sequence[Any]:
         """Every row of the statement with ``params``, as tuples (or SQLAlchemy rows)."""
-        dialect = conn.dialect
-        if dialect.driver not in _DRIVERS:
-            return (await conn.execute(self.statement, dict(params))).all()
-        shape = self.shape(dialect, params)
-        args = shape.args(params)
-        events = conn.sync_connection.dispatch if conn.sync_connection is not None else None
-        if events is not None and (events.before_cursor_execute or events.after_cursor_execute):
-            # Something listens to the engine's statements (tracing, a test): through
-            # SQLAlchemy's execution, the same SQL and values, it sees this one too.
-            return (await conn.exec_driver_sql(shape.sql, tuple(args))).all()
-        raw = await conn.get_raw_connection()
-        driver = raw.driver_connection
-        assert driver is not None
-        try:
-            async with driver.cursor() as cursor:
-                await cursor.execute(shape.sql, args)
-                return await cursor.fetchall()  # type: ignore[no-any-return]
-        except dialect.loaded_dbapi.Error as exc:
-            lost = dialect.is_disconnect(exc, raw.dbapi_connection, None)
-            if lost:
-                await conn.invalidate(exc)
-            raise DBAPIError.instance(
-                shape.sql,
-                args,
-                exc,
-                dialect.loaded_dbapi.Error,
-                connection_invalidated=lost,
-                dialect=dialect,
-            ) from exc
-        except BaseException as exc:
-            if not isinstance(exc, Exception):
-                # Cancelled (a deadline) or interrupted mid-statement: its reply is still on
-                # the wire, so the connection is not given to anyone again, as SQLAlchemy does.
-                await conn.invalidate(exc)
-            raise
+        [rows] = await batch(conn, [(self, params)])
+        return rows
 
     def shape(self, dialect: Dialect, params: Mapping[str, Any]) -> _Shape:
         """The SQL for the lengths of ``params``' lists, made on first use."""
@@ -124,6 +91,61 @@ class Prepared:
         if len(self._shapes) > SHAPES:
             self._shapes.popitem(last=False)
         return shape
+
+
+async def batch(
+    conn: AsyncConnection, statements: Sequence[tuple[Prepared, Mapping[str, Any]]]
+) -> list[Sequence[Any]]:
+    """The rows of each statement with its parameters, in order: on MySQL all of them in one
+    round trip (one text of several statements, which the driver always allows), elsewhere
+    one after the other."""
+    dialect = conn.dialect
+    if dialect.driver not in _DRIVERS:
+        return [(await conn.execute(p.statement, dict(params))).all() for p, params in statements]
+    shapes = [p.shape(dialect, params) for p, params in statements]
+    sql = ";\n".join(shape.sql for shape in shapes)
+    args = [
+        arg
+        for shape, (_, params) in zip(shapes, statements, strict=True)
+        for arg in shape.args(params)
+    ]
+    events = conn.sync_connection.dispatch if conn.sync_connection is not None else None
+    if events is not None and (events.before_cursor_execute or events.after_cursor_execute):
+        # Something listens to the engine's statements (tracing, a test): through
+        # SQLAlchemy's execution, the same SQL and values, it sees each of them.
+        return [
+            (await conn.exec_driver_sql(shape.sql, tuple(shape.args(params)))).all()
+            for shape, (_, params) in zip(shapes, statements, strict=True)
+        ]
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    try:
+        async with driver.cursor() as cursor:
+            await cursor.execute(sql, args)
+            out = [await cursor.fetchall()]
+            for _ in shapes[1:]:
+                await cursor.nextset()
+                out.append(await cursor.fetchall())
+            return out
+    except dialect.loaded_dbapi.Error as exc:
+        lost = dialect.is_disconnect(exc, raw.dbapi_connection, None)
+        if lost:
+            await conn.invalidate(exc)
+        raise DBAPIError.instance(
+            sql,
+            args,
+            exc,
+            dialect.loaded_dbapi.Error,
+            connection_invalidated=lost,
+            dialect=dialect,
+        ) from exc
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            # Cancelled (a deadline) or interrupted mid-statement: its reply is still on
+            # the wire, so the connection is not given to anyone again, as SQLAlchemy does.
+            await conn.invalidate(exc)
+        raise
 
 
 def _shape(compiled: SQLCompiler, params: Mapping[str, Any], expanding: Sequence[str]) -> _Shape:

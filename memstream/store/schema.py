@@ -497,6 +497,20 @@ user_forget = Table(
 )
 
 
+# Each user's memory stamp: raised in every transaction that changes which of the user's
+# built-in memories are live or searchable (a row never goes, not even when the user is
+# forgotten, so a stamp never comes back), so that a process holding a hot user's memories
+# tells with one primary-key read whether they are still what the table holds.
+memory_stamp = Table(
+    "memory_stamp",
+    metadata,
+    Column("tenant_id", _ID, primary_key=True),
+    Column("user_id", _ID, primary_key=True),
+    Column("stamp", BigInteger, nullable=False),
+    **MYSQL_TABLE_ARGS,
+)
+
+
 # The built-in store's search over the stored chat turns (providers/builtin/history.py), the
 # fallback where memories cannot answer: the postings of each indexed message, one row per
 # word with its frequency, read per query term for one user (the primary key's prefix).

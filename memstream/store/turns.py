@@ -317,11 +317,30 @@ async def search_turns(
     """The user's best ``top_k`` turns for ``query`` but those of the events in ``cited``
     (which memories already answer), each as its best passage: one statement, scored in the
     database (``_ranking``); a passage is cut only for a turn that is answered."""
+    statement = turn_search(tenant_id, user_id, agent_id, query, top_k, cited=cited, budget=budget)
+    if statement is None:
+        return []
+    rows = await statement[0].rows(conn, statement[1])
+    return passages_of(rows, tenant_id, user_id, query, top_k, cited=cited)
+
+
+def turn_search(
+    tenant_id: str,
+    user_id: str,
+    agent_id: str | None,
+    query: str,
+    top_k: int,
+    *,
+    cited: frozenset[str] = frozenset(),
+    budget: int = POSTINGS_BUDGET,
+) -> tuple[Prepared, dict[str, Any]] | None:
+    """``search_turns``' statement and its parameters, for a caller that runs it beside
+    another in one round trip (``prepared.batch``); None when nothing can match."""
     terms = tokenize(query)
     counts = Counter(terms)
     wanted = sorted(term for term in counts if len(term) <= TERM_CHARS)
     if not wanted or top_k <= 0:
-        return []
+        return None
     repeats = repeat_lists(counts, wanted)
     params: dict[str, Any] = {
         "tenant_id": tenant_id,
@@ -333,9 +352,21 @@ async def search_turns(
         "top_k": top_k + len(cited),  # enough to leave top_k once the cited are left out
         **repeats,
     }
-    rows = await _prepared(len(repeats) + 1).rows(conn, params)
+    return _prepared(len(repeats) + 1), params
+
+
+def passages_of(
+    rows: Sequence[Any],
+    tenant_id: str,
+    user_id: str,
+    query: str,
+    top_k: int,
+    *,
+    cited: frozenset[str] = frozenset(),
+) -> list[MemoryItem]:
+    """The answered turns of ``turn_search``'s rows, the ``cited`` left out."""
     # A message forgotten since it was indexed has no row and is never answered.
-    query_words = frozenset(terms)
+    query_words = frozenset(tokenize(query))
     found = []
     for packed, relevance in rows:
         event_id, role, content, created, agent_id = orjson.loads(packed)

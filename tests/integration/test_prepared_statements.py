@@ -24,6 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memstream.store import prepared
 from memstream.store.prepared import Prepared
 
 pytestmark = pytest.mark.integration
@@ -75,6 +76,32 @@ async def test_the_rows_are_those_of_sqlalchemys_execute(engine: AsyncEngine, ta
             expected = [tuple(row) for row in (await conn.execute(statement, params)).all()]
             assert [tuple(row) for row in await prepared.rows(conn, params)] == expected
     assert expected == [(VALUES[2], 2, pytest.approx(2 / 3), VALUES[2])]
+
+
+async def test_a_batch_answers_each_statement_s_rows_in_one_round_trip(
+    engine: AsyncEngine, table: Table
+) -> None:
+    by_keys = Prepared(
+        select(table.c.k, table.c.n)
+        .where(table.c.k.in_(bindparam("keys", expanding=True)))
+        .order_by(table.c.n)
+    )
+    counted = Prepared(select(func.count()).where(table.c.k.like(bindparam("pattern"))))
+    batch = [
+        (by_keys, {"keys": VALUES[:4]}),
+        (counted, {"pattern": "%\\%%"}),
+        (by_keys, {"keys": ["none of them"]}),
+    ]
+    async with engine.connect() as conn:
+        separately = [[tuple(r) for r in await p.rows(conn, params)] for p, params in batch]
+        together = [[tuple(r) for r in rows] for rows in await prepared.batch(conn, batch)]
+        assert together == separately == [[(k, n) for n, k in enumerate(VALUES[:4])], [(2,)], []]
+        # A failing statement of a batch raises as alone, and the connection stays usable.
+        missing = Table(f"missing_{uuid.uuid4().hex[:8]}", MetaData(), Column("k", String(10)))
+        broken = Prepared(select(missing.c.k).where(missing.c.k == bindparam("k")))
+        with pytest.raises(ProgrammingError):
+            await prepared.batch(conn, [batch[0], (broken, {"k": "x"})])
+        assert (await conn.execute(text("SELECT 1"))).scalar() == 1
 
 
 async def test_a_driver_error_is_sqlalchemys_and_leaves_the_connection_usable(

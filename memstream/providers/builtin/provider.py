@@ -21,13 +21,14 @@ from memstream.embeddings.client import EmbeddingClient
 from memstream.embeddings.fusion import RRF_K, VECTOR_WEIGHT
 from memstream.memory import MemoryItem, NewMemory, readable_cubes
 from memstream.providers import degraded
-from memstream.providers.builtin import ranking
+from memstream.providers.builtin import ranking, warm
 from memstream.providers.builtin.index_cache import RecentSearches, search_terms
 from memstream.providers.builtin.ranking import (
     hybrid_candidates,
     pick_hybrid,
     pick_lexical,
 )
+from memstream.providers.builtin.warm import WarmUsers
 from memstream.providers.http import PROVIDER_FAILURES
 from memstream.retrieval import (
     MMR_LAMBDA,
@@ -38,10 +39,11 @@ from memstream.retrieval import (
     query_terms,
     relevance,
 )
-from memstream.store import memory_rows, postings, turns, vector_blocks
+from memstream.store import memory_rows, postings, prepared, stamps, turns, vector_blocks
 from memstream.store.database import in_lists
 from memstream.store.memory_rows import ContentKey
 from memstream.store.outbox import ChangeOutbox
+from memstream.store.prepared import Prepared
 from memstream.store.reads import Reads
 from memstream.store.schema import TERM_CHARS
 from memstream.text.dates import dated_query
@@ -53,6 +55,9 @@ log = logging.getLogger(__name__)
 # that the loop keeps serving other requests (about a millisecond of work: smaller
 # ones stay inline, a thread hop would cost more than it saves).
 INLINE_WORK = 2_000
+
+MAX_WARMING = 2
+"""Users loaded into the warm layer at once at most (``warm.py``)."""
 
 
 class BuiltinProvider:
@@ -77,6 +82,8 @@ class BuiltinProvider:
         postings_budget: int = postings.POSTINGS_BUDGET,
         changes: ChangeOutbox | None = None,
         search_history: bool = True,
+        warm_memories: int = 0,
+        warm_after: int = 3,
     ) -> None:
         self._engine = engine
         # Every change is recorded in the outbox in the transaction that makes it.
@@ -92,6 +99,9 @@ class BuiltinProvider:
         # Passages of the stored chat turns fill the top k where memories cannot answer.
         self.search_history = search_history
         self._recent = RecentSearches(fresh_seconds)
+        # Hot users' memories ranked in this process (lexical searches only), and their loads.
+        self._warm = WarmUsers(warm_memories, hot_after=warm_after)
+        self._warming: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.embedder = embedder
         self.query_timeout = query_timeout
         self.embedding_retry_seconds = embedding_retry_seconds
@@ -157,9 +167,11 @@ class BuiltinProvider:
             await self.changes.write(
                 conn, [added(i, self.name, cause, replaced[i.id], now) for i in inserted]
             )
+            await _bump_stamps(conn, inserted)
         for tenant_id, user_id in {(k[0], k[1]) for k in keys}:
             self._reads.wrote(tenant_id, user_id)
             self._recent.drop(tenant_id, user_id)
+            self._warm.drop(tenant_id, user_id)
         missing = [k for k in keys if k not in stored]
         if missing:
             raise RuntimeError(f"memories not stored: {missing[:3]}")
@@ -174,10 +186,12 @@ class BuiltinProvider:
         tombstone rows lose their text and vectors too; a memory superseded by a newer one
         keeps its text, the record of what was once known."""
         deleted: list[str] = []
+        removed_items: list[MemoryItem] = []
         now = memory_rows.now()
         async with self._engine.begin() as conn:
             for chunk in in_lists(sorted(set(ids))):
                 expired = await memory_rows.expire(conn, memory_rows.by_ids(tenant_id, chunk))
+                removed_items += expired
                 gone = [item.id for item in expired]
                 # Out of the packed vectors first: ``erase`` drops the rows saying where.
                 await vector_blocks.unpack(conn, tenant_id, gone)
@@ -187,9 +201,12 @@ class BuiltinProvider:
                 await self.changes.write(conn, [removed(i, self.name, cause, now) for i in expired])
                 deleted += gone
             await postings.remove(conn, tenant_id, deleted)
+            await _bump_stamps(conn, removed_items)
         if deleted:
             self._reads.wrote(tenant_id)
             self._recent.drop(tenant_id)
+            for user in {item.user_id for item in removed_items}:
+                self._warm.drop(tenant_id, user)
         return deleted
 
     async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
@@ -203,8 +220,10 @@ class BuiltinProvider:
             await self.changes.write(
                 conn, [removed(i, self.name, FORGET, memory_rows.now()) for i in expired]
             )
+            await stamps.bump(conn, tenant_id, [user_id])
         self._reads.wrote(tenant_id, user_id)
         self._recent.drop(tenant_id, user_id)
+        self._warm.drop(tenant_id, user_id)
         return deleted
 
     # --- reads ---------------------------------------------------------------------------
@@ -235,6 +254,11 @@ class BuiltinProvider:
         if top_k <= 0 or not query.strip():
             return []
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            warm = await self._search_warm(
+                conn, tenant_id, user_id, agent_id, query, top_k, self.search_history
+            )
+            if warm is not None:
+                return warm
             found = await self._search_memories(conn, tenant_id, user_id, agent_id, query, top_k)
             if not self.search_history or len(found) >= top_k:
                 return found  # turns only fill what the memories leave: none left, none read
@@ -259,6 +283,11 @@ class BuiltinProvider:
         if top_k <= 0 or not query.strip():
             return []
         async with self._reads.engine(tenant_id, user_id).connect() as conn:
+            warm = await self._search_warm(
+                conn, tenant_id, user_id, agent_id, query, top_k, turns_too=False
+            )
+            if warm is not None:
+                return warm
             return await self._search_memories(conn, tenant_id, user_id, agent_id, query, top_k)
 
     async def _search_memories(
@@ -288,6 +317,86 @@ class BuiltinProvider:
         finally:
             if embedding is not None and embedding[0] not in self._late:
                 embedding[0].cancel()
+
+    async def _search_warm(
+        self,
+        conn: AsyncConnection,
+        tenant_id: str,
+        user_id: str,
+        agent_id: str | None,
+        query: str,
+        top_k: int,
+        turns_too: bool,
+    ) -> list[MemoryItem] | None:
+        """The answer with the memories ranked here, when the user is warm and the user's
+        stamp says the table still holds what this process does: the stamp read in the
+        same round trip as the turn search (``turns_too``, when the memories leave room),
+        so a warm search costs one round trip where a cold one costs two. None (the
+        statements answer) otherwise, with a load of the user started once it is hot or
+        found changed. Lexical searches only: a hybrid one reads the user's vectors anyway."""
+        if self.embedder is not None:
+            return None
+        key = (tenant_id, user_id)
+        entry = self._warm.get(key)
+        if entry is None:
+            warm.SEARCHES.labels("cold").inc()
+            if self._warm.noticed(key):
+                self._warm_up(tenant_id, user_id)
+            return None
+        terms = query_terms(tokenize(query))
+        cubes = readable_cubes(agent_id)
+        found = entry.search(terms, cubes, top_k, self.relativity, self.mmr_lambda)
+        cited = frozenset(e for item in found for e in item.source_event_ids)
+        batch: list[tuple[Prepared, dict[str, Any]]] = [
+            (stamps.READ, {"tenant_id": tenant_id, "user_id": user_id})
+        ]
+        turn = None
+        if turns_too and len(found) < top_k:
+            turn = turns.turn_search(
+                tenant_id, user_id, agent_id, query, top_k - len(found), cited=cited
+            )
+            if turn is not None:
+                batch.append(turn)
+        rows = await prepared.batch(conn, batch)
+        if stamps.of(rows[0]) != entry.stamp:
+            warm.SEARCHES.labels("stale").inc()
+            self._warm.drop(tenant_id, user_id)
+            self._warm_up(tenant_id, user_id)
+            return None
+        warm.SEARCHES.labels("hit").inc()
+        if turn is None:
+            return found
+        passages = turns.passages_of(
+            rows[1], tenant_id, user_id, query, top_k - len(found), cited=cited
+        )
+        return turns.merge(found, passages, top_k)
+
+    def _warm_up(self, tenant_id: str, user_id: str) -> None:
+        """Load the user into the warm layer off the request's path, ``MAX_WARMING`` loads
+        at once at most (a user beyond is left for a later search)."""
+        key = (tenant_id, user_id)
+        if key in self._warming or len(self._warming) >= MAX_WARMING:
+            return
+        task = asyncio.create_task(self._load_warm(tenant_id, user_id))
+        self._warming[key] = task
+        task.add_done_callback(lambda _: self._warming.pop(key, None))
+
+    async def _load_warm(self, tenant_id: str, user_id: str) -> None:
+        try:
+            async with self._reads.engine(tenant_id, user_id).connect() as conn:
+                # The stamp first: the rows read after it are never older than it says, so an
+                # entry is at worst newer than its stamp (then loaded again), never staler.
+                stamp = await stamps.read(conn, tenant_id, user_id)
+                rows = await memory_rows.searchable(
+                    conn, tenant_id, user_id, limit=self._warm.capacity
+                )
+            if rows is None or not self._warm.fits(len(rows)):
+                return  # more than the layer holds: the user stays with the statement
+            entry = await asyncio.to_thread(warm.build, stamp, rows)
+            if entry.postings <= self.postings_budget:  # the statement's budget never bites
+                self._warm.put((tenant_id, user_id), entry)
+        except Exception as exc:  # the statement answers meanwhile
+            log.warning("warm load of a user failed: %r", exc)
 
     @staticmethod
     async def _all_live(conn: AsyncConnection, tenant_id: str, found: Sequence[MemoryItem]) -> bool:
@@ -451,13 +560,24 @@ class BuiltinProvider:
 
     def clear_cache(self) -> None:
         self._recent.clear()
+        self._warm.clear()
 
     async def aclose(self) -> None:
         """Stop the late query embeddings and close the embeddings client's connections."""
-        for task in list(self._late):
+        for task in [*self._late, *self._warming.values()]:
             task.cancel()
         if self.embedder is not None:
             await self.embedder.aclose()
+
+
+async def _bump_stamps(conn: AsyncConnection, changed: Sequence[MemoryItem]) -> None:
+    """Raise the stamps of the users whose memories ``changed`` (the transaction's last
+    statement: ``stamps.bump``)."""
+    users: dict[str, set[str]] = {}
+    for item in changed:
+        users.setdefault(item.tenant_id, set()).add(item.user_id)
+    for tenant_id in sorted(users):
+        await stamps.bump(conn, tenant_id, users[tenant_id])
 
 
 def _relevance(terms: Sequence[str], found: postings.Postings) -> dict[str, float]:

@@ -1,0 +1,158 @@
+"""The warm layer of the built-in store: the memories of this process's hot users, held with
+their terms so that a lexical search of one of them is ranked here, the same ranking as the
+statement's, after one primary-key read of the user's stamp (``store/stamps.py``) instead of
+the search's statement. A user becomes warm after ``hot_after`` searches within ``WINDOW``
+seconds, loaded off the request's path; until then, and whenever the stamp says the table
+changed (a write through any process, a forget), the search runs its statement as a cold
+one does. Bounded by the memories held, least recently searched users dropped first
+(docs/design/builtin-store.md, "The warm layer")."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prometheus_client import Counter, Gauge
+
+from memstream.memory import MemoryItem
+from memstream.providers.builtin.ranking import lexical_pools, pick_lexical
+from memstream.retrieval import document_terms, length_norms, relevance
+from memstream.store.schema import TERM_CHARS
+
+UserKey = tuple[str, str]
+
+WINDOW = 60.0
+"""Seconds within which a user's searches count towards making the user warm."""
+
+SEARCHES = Counter(
+    "memstream_warm_searches_total",
+    "Lexical searches of the built-in store by how the warm layer served them: hit (ranked "
+    "in the process), stale (the user's memories changed: the statement), cold (the user is "
+    "not warm: the statement).",
+    ["outcome"],
+)
+HELD = Gauge("memstream_warm_memories", "Memories the warm layer holds in this process.")
+
+
+@dataclass(slots=True)
+class WarmUser:
+    """One user's live memories (every cube) with what ranking them needs, as of ``stamp``:
+    the postings a search would read (terms longer than the stored ones left out), each
+    memory's stored length, its distinct words for MMR, and the live count (N of the idf,
+    memories still without postings included, as the statement counts them)."""
+
+    stamp: int
+    items: dict[str, MemoryItem]
+    words: dict[str, dict[str, int]]
+    pairs: dict[str, dict[str, int]]
+    norms: dict[str, float]
+    token_sets: dict[str, frozenset[str]]
+    postings: int
+
+    def search(
+        self,
+        terms: Sequence[str],
+        cubes: Sequence[str],
+        top_k: int,
+        relativity: float,
+        mmr_lambda: float,
+    ) -> list[MemoryItem]:
+        """The search's answer as the statement and ``pick_lexical`` give it."""
+        scores = relevance(terms, len(self.items), self.words, self.pairs, self.norms)
+        items = self.items
+        pools = lexical_pools(scores, lambda i: items[i].cube_id, cubes, top_k, relativity)
+        return pick_lexical(pools, items, self.token_sets.__getitem__, top_k, mmr_lambda)
+
+
+def build(stamp: int, rows: Sequence[tuple[MemoryItem, int | None]]) -> WarmUser:
+    """A user's entry from the user's live rows and their stored lengths (None: no postings
+    yet, counted in N but never found, as by the statement)."""
+    user = WarmUser(stamp, {}, {}, {}, {}, {}, 0)
+    lengths: dict[str, int] = {}
+    for item, length in rows:
+        user.items[item.id] = item
+        if length is None:
+            continue
+        terms = document_terms(item.content)
+        lengths[item.id] = length
+        user.token_sets[item.id] = frozenset(terms.words)
+        for postings, counts in ((user.words, terms.words), (user.pairs, terms.pairs)):
+            for term, tf in counts.items():
+                if len(term) <= TERM_CHARS:
+                    postings.setdefault(term, {})[item.id] = tf
+                    user.postings += 1
+    user.norms = length_norms(lengths)
+    return user
+
+
+class WarmUsers:
+    """The warm users of one process: at most ``memories`` memories in all (0: none kept)."""
+
+    def __init__(self, memories: int, *, hot_after: int = 3) -> None:
+        self.capacity = memories
+        self.hot_after = hot_after
+        self.memories = 0
+        self._entries: OrderedDict[UserKey, WarmUser] = OrderedDict()
+        # (first search in the window, searches since) of users not warm, bounded.
+        self._seen: OrderedDict[UserKey, tuple[float, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: UserKey) -> WarmUser | None:
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def noticed(self, key: UserKey) -> bool:
+        """Count a search of a user that is not warm; whether to load the user now."""
+        if self.capacity <= 0:
+            return False
+        now = time.monotonic()
+        first, count = self._seen.pop(key, (now, 0))
+        if now - first > WINDOW:
+            first, count = now, 0
+        count += 1
+        if count >= self.hot_after:
+            return True
+        self._seen[key] = (first, count)
+        while len(self._seen) > max(1024, self.capacity):
+            self._seen.popitem(last=False)
+        return False
+
+    def fits(self, memories: int) -> bool:
+        return 0 < memories <= self.capacity
+
+    def put(self, key: UserKey, entry: WarmUser) -> None:
+        """Keep ``entry``, dropping the least recently searched users beyond the bound."""
+        self.drop(*key)
+        if not self.fits(len(entry.items)):
+            return
+        self._entries[key] = entry
+        self.memories += len(entry.items)
+        while self.memories > self.capacity:
+            _, gone = self._entries.popitem(last=False)
+            self.memories -= len(gone.items)
+        HELD.set(self.memories)
+
+    def drop(self, tenant_id: str, user_id: str | None = None) -> None:
+        """Forget these users' entries (every user of the tenant without ``user_id``)."""
+        keys = (
+            [(tenant_id, user_id)]
+            if user_id is not None
+            else [key for key in self._entries if key[0] == tenant_id]
+        )
+        for key in keys:
+            gone = self._entries.pop(key, None)
+            if gone is not None:
+                self.memories -= len(gone.items)
+        HELD.set(self.memories)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._seen.clear()
+        self.memories = 0
+        HELD.set(0)
