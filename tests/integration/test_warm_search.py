@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
 from memstream.providers.builtin import BuiltinProvider
-from memstream.providers.builtin.warm import WarmUsers
 from memstream.store import erasure
 from memstream.store.messages import MessageStore, StoredMessage
 from memstream.store.postings import TermBackfill
@@ -186,12 +185,6 @@ async def test_the_layer_keeps_to_its_bound(db: AsyncEngine, tenant: str) -> Non
     await provider.search(tenant, "big", None, "cello")
     await asyncio.gather(*provider._warming.values())
     assert provider._warm.get((tenant, "big")) is None
-
-
-def test_a_user_becomes_warm_after_enough_searches() -> None:
-    layer = WarmUsers(1_000, hot_after=3)
-    assert [layer.noticed(("t", "u")) for _ in range(3)] == [False, False, True]
-    assert WarmUsers(0, hot_after=1).noticed(("t", "u")) is False
 
 
 async def test_the_turns_are_searched_in_the_stamp_s_round_trip_as_a_cold_search_does(

@@ -364,6 +364,7 @@ class BuiltinProvider:
             self._warm_up(tenant_id, user_id)
             return None
         warm.SEARCHES.labels("hit").inc()
+        self._warm.hit(entry)
         if turn is None:
             return found
         passages = turns.passages_of(

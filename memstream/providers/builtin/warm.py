@@ -24,7 +24,13 @@ from memstream.store.schema import TERM_CHARS
 UserKey = tuple[str, str]
 
 WINDOW = 60.0
-"""Seconds within which a user's searches count towards making the user warm."""
+"""Seconds within which a user's searches count towards making the user warm, and a warm
+user's searches towards keeping it."""
+LOADS_PER_SECOND = 2.0
+LOAD_BURST = 20.0
+"""Loads started at most: a load costs about as much as a few searches' statements, so many
+users each searched a few times (random users of many, more than the layer holds) must not
+turn the layer into a stream of loads that are dropped before they pay off."""
 
 SEARCHES = Counter(
     "memstream_warm_searches_total",
@@ -33,6 +39,7 @@ SEARCHES = Counter(
     "not warm: the statement).",
     ["outcome"],
 )
+LOADS = Counter("memstream_warm_loads_total", "Users loaded into the warm layer.")
 HELD = Gauge("memstream_warm_memories", "Memories the warm layer holds in this process.")
 
 
@@ -50,6 +57,9 @@ class WarmUser:
     norms: dict[str, float]
     token_sets: dict[str, frozenset[str]]
     postings: int
+    # Searches served since ``window_start`` (``WarmUsers.hit``): what a newcomer must beat.
+    hits: int = 0
+    window_start: float = 0.0
 
     def search(
         self,
@@ -94,6 +104,8 @@ class WarmUsers:
         self.capacity = memories
         self.hot_after = hot_after
         self.memories = 0
+        self._tokens = LOAD_BURST  # loads that may start now (``LOADS_PER_SECOND``)
+        self._tokens_at = time.monotonic()
         self._entries: OrderedDict[UserKey, WarmUser] = OrderedDict()
         # (first search in the window, searches since) of users not warm, bounded.
         self._seen: OrderedDict[UserKey, tuple[float, int]] = OrderedDict()
@@ -107,8 +119,17 @@ class WarmUsers:
             self._entries.move_to_end(key)
         return entry
 
+    def hit(self, entry: WarmUser) -> None:
+        """Count a search the layer served from ``entry``."""
+        now = time.monotonic()
+        if now - entry.window_start > WINDOW:
+            entry.window_start, entry.hits = now, 0
+        entry.hits += 1
+
     def noticed(self, key: UserKey) -> bool:
-        """Count a search of a user that is not warm; whether to load the user now."""
+        """Count a search of a user that is not warm; whether to load the user now: once
+        searched ``hot_after`` times within ``WINDOW``, when a load may start, and, the layer
+        being full, only for a user searched more often than the one it would drop."""
         if self.capacity <= 0:
             return False
         now = time.monotonic()
@@ -116,12 +137,32 @@ class WarmUsers:
         if now - first > WINDOW:
             first, count = now, 0
         count += 1
-        if count >= self.hot_after:
+        if count >= self.hot_after and self._colder_than(count, now) and self._may_load(now):
             return True
         self._seen[key] = (first, count)
         while len(self._seen) > max(1024, self.capacity):
             self._seen.popitem(last=False)
         return False
+
+    def _colder_than(self, count: int, now: float) -> bool:
+        """Whether a user searched ``count`` times in the window may take a place: there is
+        room for an entry of the average size, or the least recently searched entry was
+        searched fewer times in its window."""
+        if not self._entries:
+            return True
+        if self.memories + self.memories / len(self._entries) <= self.capacity:
+            return True
+        victim = next(iter(self._entries.values()))
+        hits = victim.hits if now - victim.window_start <= WINDOW else 0
+        return count > hits
+
+    def _may_load(self, now: float) -> bool:
+        self._tokens = min(LOAD_BURST, self._tokens + (now - self._tokens_at) * LOADS_PER_SECOND)
+        self._tokens_at = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
 
     def fits(self, memories: int) -> bool:
         return 0 < memories <= self.capacity
@@ -133,6 +174,7 @@ class WarmUsers:
             return
         self._entries[key] = entry
         self.memories += len(entry.items)
+        LOADS.inc()
         while self.memories > self.capacity:
             _, gone = self._entries.popitem(last=False)
             self.memories -= len(gone.items)
