@@ -297,23 +297,28 @@ async def live_items(conn: AsyncConnection, tenant_id: str, ids: Sequence[str]) 
     return found
 
 
+_SEARCHABLE = Prepared(
+    select(PACKED, long_term_memory.c.term_count)
+    .where(
+        long_term_memory.c.tenant_id == bindparam("tenant_id"),
+        long_term_memory.c.user_id == bindparam("user_id"),
+        long_term_memory.c.deleted_at.is_(None),
+    )
+    .limit(bindparam("limit"))
+)
+
+
 async def searchable(
     conn: AsyncConnection, tenant_id: str, user_id: str, *, limit: int
-) -> list[tuple[MemoryItem, int | None]] | None:
-    """Every live memory of the user, each with its length in index terms (None: no postings
-    yet), packed as a search reads them; None when the user has more than ``limit``."""
-    query = (
-        select(PACKED, long_term_memory.c.term_count)
-        .where(*of_user(tenant_id, user_id))
-        .limit(limit + 1)
-    )
-    rows = (await conn.execute(query)).all()
+) -> list[tuple[str, int | None]] | None:
+    """Every live memory of the user, packed as a search reads them (``unpacked``), each with
+    its length in index terms (None: no postings yet); None when the user has more than
+    ``limit``."""
+    params = {"tenant_id": tenant_id, "user_id": user_id, "limit": limit + 1}
+    rows = await _SEARCHABLE.rows(conn, params)
     if len(rows) > limit:
         return None
-    return [
-        (unpacked(tenant_id, user_id, packed), None if length is None else int(length))
-        for packed, length in rows
-    ]
+    return [(packed, None if length is None else int(length)) for packed, length in rows]
 
 
 _LIVE_IDS = Prepared(

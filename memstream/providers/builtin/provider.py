@@ -6,6 +6,7 @@ a per-process warm-up. Why it is built this way: docs/design/builtin-store.md.""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Sequence
@@ -393,9 +394,16 @@ class BuiltinProvider:
                 )
             if rows is None or not self._warm.fits(len(rows)):
                 return  # more than the layer holds: the user stays with the statement
-            entry = await asyncio.to_thread(warm.build, stamp, rows)
+            entry = await warm.load(stamp, tenant_id, user_id, rows)
             if entry.postings <= self.postings_budget:  # the statement's budget never bites
                 self._warm.put((tenant_id, user_id), entry)
+                # Out of the collector's way: each full collection would walk every warm
+                # entry's objects again (tens of milliseconds with the layer full, the loop
+                # stalled meanwhile). Frozen objects are still freed by their reference
+                # counts when an entry goes; the young generations are collected first so
+                # that no garbage is frozen with them.
+                gc.collect(1)
+                gc.freeze()
         except Exception as exc:  # the statement answers meanwhile
             log.warning("warm load of a user failed: %r", exc)
 

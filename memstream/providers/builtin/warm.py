@@ -9,6 +9,7 @@ one does. Bounded by the memories held, least recently searched users dropped fi
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from prometheus_client import Counter, Gauge
 from memstream.memory import MemoryItem
 from memstream.providers.builtin.ranking import lexical_pools, pick_lexical
 from memstream.retrieval import document_terms, length_norms, relevance
+from memstream.store.memory_rows import unpacked
 from memstream.store.schema import TERM_CHARS
 
 UserKey = tuple[str, str]
@@ -26,7 +28,7 @@ UserKey = tuple[str, str]
 WINDOW = 60.0
 """Seconds within which a user's searches count towards making the user warm, and a warm
 user's searches towards keeping it."""
-LOADS_PER_SECOND = 2.0
+LOADS_PER_SECOND = 1.0
 LOAD_BURST = 20.0
 """Loads started at most: a load costs about as much as a few searches' statements, so many
 users each searched a few times (random users of many, more than the layer holds) must not
@@ -81,6 +83,34 @@ def build(stamp: int, rows: Sequence[tuple[MemoryItem, int | None]]) -> WarmUser
     yet, counted in N but never found, as by the statement)."""
     user = WarmUser(stamp, {}, {}, {}, {}, {}, 0)
     lengths: dict[str, int] = {}
+    _add(user, lengths, rows)
+    user.norms = length_norms(lengths)
+    return user
+
+
+async def load(
+    stamp: int, tenant_id: str, user_id: str, rows: Sequence[tuple[str, int | None]]
+) -> WarmUser:
+    """``build`` from packed rows (``memory_rows.searchable``), ``SLICE`` rows at a time
+    with the loop let go between them: a load tokenizes every memory of the user (about
+    20 µs each), and held at once, or in a thread that holds the interpreter, it would make
+    the loop late for every request waiting on it."""
+    user = WarmUser(stamp, {}, {}, {}, {}, {}, 0)
+    lengths: dict[str, int] = {}
+    for start in range(0, len(rows), SLICE):
+        batch = rows[start : start + SLICE]
+        _add(user, lengths, [(unpacked(tenant_id, user_id, p), n) for p, n in batch])
+        await asyncio.sleep(0)
+    user.norms = length_norms(lengths)
+    return user
+
+
+SLICE = 16
+
+
+def _add(
+    user: WarmUser, lengths: dict[str, int], rows: Sequence[tuple[MemoryItem, int | None]]
+) -> None:
     for item, length in rows:
         user.items[item.id] = item
         if length is None:
@@ -93,8 +123,6 @@ def build(stamp: int, rows: Sequence[tuple[MemoryItem, int | None]]) -> WarmUser
                 if len(term) <= TERM_CHARS:
                     postings.setdefault(term, {})[item.id] = tf
                     user.postings += 1
-    user.norms = length_norms(lengths)
-    return user
 
 
 class WarmUsers:
