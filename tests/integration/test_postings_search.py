@@ -5,7 +5,6 @@ backfill."""
 
 from __future__ import annotations
 
-import random
 from datetime import datetime
 
 import pytest
@@ -13,7 +12,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstream.identity import content_hash
-from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube, readable_cubes
+from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, readable_cubes
 from memstream.providers.builtin import BuiltinProvider
 from memstream.providers.builtin.index_cache import UserIndexCache
 from memstream.providers.builtin.ranking import lexical_pools, pick_lexical
@@ -22,81 +21,15 @@ from memstream.store.postings import TermBackfill
 from memstream.store.schema import long_term_memory, memory_term
 from memstream.text.terms import tokenize
 from tests.support.databases import db, statements
+from tests.support.memories import QUERIES, WORDS, sharing_words
 
 pytestmark = pytest.mark.integration
 
 __all__ = ["db"]  # the fixture: SQLite and the real MariaDB
 
-WORDS = [
-    "cello",
-    "violin",
-    "garden",
-    "berlin",
-    "paris",
-    "coffee",
-    "tea",
-    "hiking",
-    "running",
-    "nurse",
-    "doctor",
-    "teacher",
-    "cat",
-    "dog",
-    "novel",
-    "poetry",
-    "chess",
-    "football",
-    "sister",
-    "brother",
-    "wedding",
-    "birthday",
-    "vegetarian",
-    "fish",
-    "train",
-    "flight",
-    "window",
-    "seat",
-    "concert",
-    "museum",
-    "painting",
-    "pottery",
-    "yoga",
-    "swimming",
-    "marathon",
-    "bakery",
-    "bread",
-    "cheese",
-]
-
-QUERIES = [
-    "cello concert",
-    "Where does my sister live, Berlin or Paris?",
-    "coffee or tea in the morning",
-    "a vegetarian bakery with good bread",
-    "window seat on the train",
-    "marathon running and swimming",
-]
-
 
 def memories(tenant: str, n: int, *, user: str = "u1", seed: int = 7) -> list[NewMemory]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14)))
-        cube = USER_PROFILE if i % 3 else agent_cube("a1")
-        out.append(
-            NewMemory(
-                tenant_id=tenant,
-                user_id=user,
-                agent_id=None if cube == USER_PROFILE else "a1",
-                cube_id=cube,
-                memory_type="text_mem",
-                content=f"The user mentioned {words} (note {i}).",
-                importance=5,
-                source_event_ids=(f"e{i}",),
-            )
-        )
-    return out
+    return sharing_words(tenant, n, WORDS, user=user, seed=seed)
 
 
 async def in_memory_search(

@@ -6,7 +6,6 @@ backfill) is seen by the next search, never an answer from before it."""
 from __future__ import annotations
 
 import asyncio
-import random
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -14,7 +13,7 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memstream.memory import USER_PROFILE, MemoryItem, NewMemory, agent_cube
+from memstream.memory import MemoryItem, NewMemory
 from memstream.providers.builtin import BuiltinProvider
 from memstream.store import erasure
 from memstream.store.messages import MessageStore, StoredMessage
@@ -23,64 +22,15 @@ from memstream.store.schema import long_term_memory, memory_stamp
 from memstream.store.turns import HistoryIndex
 from memstream.text.tokens import count_tokens
 from tests.support.databases import db, statements
+from tests.support.memories import QUERIES, WORDS, sharing_words
 
 pytestmark = pytest.mark.integration
 
 __all__ = ["db"]  # the fixture: SQLite and the real MariaDB
 
-# Memories that share their words, as "the user ..." memories do.
-WORDS = [
-    "cello",
-    "violin",
-    "concert",
-    "garden",
-    "berlin",
-    "paris",
-    "coffee",
-    "tea",
-    "hiking",
-    "running",
-    "sister",
-    "brother",
-    "wedding",
-    "birthday",
-    "vegetarian",
-    "bakery",
-    "bread",
-    "train",
-    "flight",
-    "window",
-    "seat",
-    "museum",
-    "yoga",
-]
-QUERIES = [
-    "cello concert",
-    "Where does my sister live, Berlin or Paris?",
-    "coffee or tea in the morning",
-    "a vegetarian bakery with good bread",
-    "window seat on the train",
-]
-
 
 def memories(tenant: str, n: int, *, user: str = "u1", seed: int = 7) -> list[NewMemory]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14)))
-        cube = USER_PROFILE if i % 3 else agent_cube("a1")
-        out.append(
-            NewMemory(
-                tenant_id=tenant,
-                user_id=user,
-                agent_id=None if cube == USER_PROFILE else "a1",
-                cube_id=cube,
-                memory_type="text_mem",
-                content=f"The user mentioned {words} (note {seed}-{i}).",
-                source_event_ids=(f"e{seed}-{i}",),
-            )
-        )
-    return out
+    return sharing_words(tenant, n, WORDS, user=user, seed=seed, tag=f"{seed}-")
 
 
 def warm_provider(db: AsyncEngine, **options: int) -> BuiltinProvider:
