@@ -362,7 +362,8 @@ class BuiltinProvider:
         if stamps.of(rows[0]) != entry.stamp:
             warm.SEARCHES.labels("stale").inc()
             self._warm.drop(tenant_id, user_id)
-            self._warm_up(tenant_id, user_id)
+            if self._warm.may_reload():
+                self._warm_up(tenant_id, user_id)
             return None
         warm.SEARCHES.labels("hit").inc()
         self._warm.hit(entry)

@@ -184,6 +184,12 @@ class WarmUsers:
         hits = victim.hits if now - victim.window_start <= WINDOW else 0
         return count > hits
 
+    def may_reload(self) -> bool:
+        """Whether a warm user found changed may be loaded again now (the same rate as a
+        first load: a user whose memories change as often as it is searched must not make
+        each search a load)."""
+        return self._may_load(time.monotonic())
+
     def _may_load(self, now: float) -> bool:
         self._tokens = min(LOAD_BURST, self._tokens + (now - self._tokens_at) * LOADS_PER_SECOND)
         self._tokens_at = now
