@@ -90,7 +90,7 @@ async def erase_memory_rows(engine: AsyncEngine, tenant_id: str, user_id: str) -
 
 async def _bump_stamp(engine: AsyncEngine, tenant_id: str, user_id: str) -> None:
     async with engine.begin() as conn:
-        await stamps.bump(conn, tenant_id, [user_id])
+        await stamps.bump(conn, [(tenant_id, user_id)])
 
 
 def _of_user(table: Table, tenant_id: str, user_id: str) -> tuple[ColumnElement[bool], ...]:

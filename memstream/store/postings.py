@@ -518,11 +518,7 @@ class TermBackfill:
                     )
                 )
             # Searchable now: a process keeping these users' memories reads them again.
-            users: dict[str, set[str]] = {}
-            for row in pending:
-                users.setdefault(row.tenant_id, set()).add(row.user_id)
-            for tenant in sorted(users):
-                await stamps.bump(conn, tenant, users[tenant])
+            await stamps.bump(conn, ((row.tenant_id, row.user_id) for row in pending))
         INDEXED.inc(len(pending))
         return len(pending)
 

@@ -37,13 +37,14 @@ def _raise(dialect: str) -> Insert:
     return mysql.insert(memory_stamp).on_duplicate_key_update(stamp=_NEXT)
 
 
-async def bump(conn: AsyncConnection, tenant_id: str, user_ids: Iterable[str]) -> None:
-    """Raise the stamps of ``user_ids`` of ``tenant_id`` in the caller's transaction; call it
-    last, so that the stamps' row locks are held only until the commit (users in sorted
-    order: two transactions take them in the same order)."""
-    users = sorted(set(user_ids))
-    if users:
-        rows = [{"tenant_id": tenant_id, "user_id": user, "stamp": 1} for user in users]
+async def bump(conn: AsyncConnection, users: Iterable[tuple[str, str]]) -> None:
+    """Raise the stamps of ``users`` (tenant, user) in the caller's transaction; call it last,
+    so that the stamps' row locks are held only until the commit (in sorted order: two
+    transactions take them in the same order)."""
+    rows = [
+        {"tenant_id": tenant, "user_id": user, "stamp": 1} for tenant, user in sorted(set(users))
+    ]
+    if rows:
         await conn.execute(_raise(conn.dialect.name), rows)
 
 

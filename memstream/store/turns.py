@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from prometheus_client import Counter as Metric
@@ -317,11 +317,20 @@ async def search_turns(
     """The user's best ``top_k`` turns for ``query`` but those of the events in ``cited``
     (which memories already answer), each as its best passage: one statement, scored in the
     database (``_ranking``); a passage is cut only for a turn that is answered."""
-    statement = turn_search(tenant_id, user_id, agent_id, query, top_k, cited=cited, budget=budget)
-    if statement is None:
+    search = turn_search(tenant_id, user_id, agent_id, query, top_k, cited=cited, budget=budget)
+    if search is None:
         return []
-    rows = await statement[0].rows(conn, statement[1])
-    return passages_of(rows, tenant_id, user_id, query, top_k, cited=cited)
+    rows = await search.statement.rows(conn, search.params)
+    return passages_of(rows, tenant_id, user_id, search.words, top_k, cited=cited)
+
+
+class TurnSearch(NamedTuple):
+    """A turn search's statement and parameters, and the query's words its passages are cut
+    around."""
+
+    statement: Prepared
+    params: dict[str, Any]
+    words: frozenset[str]
 
 
 def turn_search(
@@ -333,7 +342,7 @@ def turn_search(
     *,
     cited: frozenset[str] = frozenset(),
     budget: int = POSTINGS_BUDGET,
-) -> tuple[Prepared, dict[str, Any]] | None:
+) -> TurnSearch | None:
     """``search_turns``' statement and its parameters, for a caller that runs it beside
     another in one round trip (``prepared.batch``); None when nothing can match."""
     terms = tokenize(query)
@@ -352,21 +361,21 @@ def turn_search(
         "top_k": top_k + len(cited),  # enough to leave top_k once the cited are left out
         **repeats,
     }
-    return _prepared(len(repeats) + 1), params
+    return TurnSearch(_prepared(len(repeats) + 1), params, frozenset(terms))
 
 
 def passages_of(
     rows: Sequence[Any],
     tenant_id: str,
     user_id: str,
-    query: str,
+    query_words: frozenset[str],
     top_k: int,
     *,
     cited: frozenset[str] = frozenset(),
 ) -> list[MemoryItem]:
-    """The answered turns of ``turn_search``'s rows, the ``cited`` left out."""
+    """The answered turns of ``turn_search``'s rows (``TurnSearch.words``: the query's), the
+    ``cited`` left out."""
     # A message forgotten since it was indexed has no row and is never answered.
-    query_words = frozenset(tokenize(query))
     found = []
     for packed, relevance in rows:
         event_id, role, content, created, agent_id = orjson.loads(packed)

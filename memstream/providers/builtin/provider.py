@@ -168,11 +168,10 @@ class BuiltinProvider:
             await self.changes.write(
                 conn, [added(i, self.name, cause, replaced[i.id], now) for i in inserted]
             )
-            await _bump_stamps(conn, inserted)
+            await stamps.bump(conn, ((i.tenant_id, i.user_id) for i in inserted))
         for tenant_id, user_id in {(k[0], k[1]) for k in keys}:
             self._reads.wrote(tenant_id, user_id)
             self._recent.drop(tenant_id, user_id)
-            self._warm.drop(tenant_id, user_id)
         missing = [k for k in keys if k not in stored]
         if missing:
             raise RuntimeError(f"memories not stored: {missing[:3]}")
@@ -187,12 +186,12 @@ class BuiltinProvider:
         tombstone rows lose their text and vectors too; a memory superseded by a newer one
         keeps its text, the record of what was once known."""
         deleted: list[str] = []
-        removed_items: list[MemoryItem] = []
+        users: set[tuple[str, str]] = set()
         now = memory_rows.now()
         async with self._engine.begin() as conn:
             for chunk in in_lists(sorted(set(ids))):
                 expired = await memory_rows.expire(conn, memory_rows.by_ids(tenant_id, chunk))
-                removed_items += expired
+                users.update((i.tenant_id, i.user_id) for i in expired)
                 gone = [item.id for item in expired]
                 # Out of the packed vectors first: ``erase`` drops the rows saying where.
                 await vector_blocks.unpack(conn, tenant_id, gone)
@@ -202,12 +201,10 @@ class BuiltinProvider:
                 await self.changes.write(conn, [removed(i, self.name, cause, now) for i in expired])
                 deleted += gone
             await postings.remove(conn, tenant_id, deleted)
-            await _bump_stamps(conn, removed_items)
+            await stamps.bump(conn, users)
         if deleted:
             self._reads.wrote(tenant_id)
             self._recent.drop(tenant_id)
-            for user in {item.user_id for item in removed_items}:
-                self._warm.drop(tenant_id, user)
         return deleted
 
     async def delete_user(self, tenant_id: str, user_id: str) -> list[str]:
@@ -221,10 +218,9 @@ class BuiltinProvider:
             await self.changes.write(
                 conn, [removed(i, self.name, FORGET, memory_rows.now()) for i in expired]
             )
-            await stamps.bump(conn, tenant_id, [user_id])
+            await stamps.bump(conn, [(tenant_id, user_id)])
         self._reads.wrote(tenant_id, user_id)
         self._recent.drop(tenant_id, user_id)
-        self._warm.drop(tenant_id, user_id)
         return deleted
 
     # --- reads ---------------------------------------------------------------------------
@@ -340,7 +336,7 @@ class BuiltinProvider:
         key = (tenant_id, user_id)
         entry = self._warm.get(key)
         if entry is None:
-            warm.SEARCHES.labels("cold").inc()
+            warm.COLD.inc()
             if self._warm.noticed(key):
                 self._warm_up(tenant_id, user_id)
             return None
@@ -357,20 +353,20 @@ class BuiltinProvider:
                 tenant_id, user_id, agent_id, query, top_k - len(found), cited=cited
             )
             if turn is not None:
-                batch.append(turn)
+                batch.append((turn.statement, turn.params))
         rows = await prepared.batch(conn, batch)
         if stamps.of(rows[0]) != entry.stamp:
-            warm.SEARCHES.labels("stale").inc()
+            warm.STALE.inc()
             self._warm.drop(tenant_id, user_id)
             if self._warm.may_reload():
                 self._warm_up(tenant_id, user_id)
             return None
-        warm.SEARCHES.labels("hit").inc()
+        warm.HIT.inc()
         self._warm.hit(entry)
         if turn is None:
             return found
         passages = turns.passages_of(
-            rows[1], tenant_id, user_id, query, top_k - len(found), cited=cited
+            rows[1], tenant_id, user_id, turn.words, top_k - len(found), cited=cited
         )
         return turns.merge(found, passages, top_k)
 
@@ -393,7 +389,7 @@ class BuiltinProvider:
                 rows = await memory_rows.searchable(
                     conn, tenant_id, user_id, limit=self._warm.capacity
                 )
-            if rows is None or not self._warm.fits(len(rows)):
+            if rows is None:
                 return  # more than the layer holds: the user stays with the statement
             entry = await warm.load(stamp, tenant_id, user_id, rows)
             if entry.postings <= self.postings_budget:  # the statement's budget never bites
@@ -578,16 +574,6 @@ class BuiltinProvider:
             task.cancel()
         if self.embedder is not None:
             await self.embedder.aclose()
-
-
-async def _bump_stamps(conn: AsyncConnection, changed: Sequence[MemoryItem]) -> None:
-    """Raise the stamps of the users whose memories ``changed`` (the transaction's last
-    statement: ``stamps.bump``)."""
-    users: dict[str, set[str]] = {}
-    for item in changed:
-        users.setdefault(item.tenant_id, set()).add(item.user_id)
-    for tenant_id in sorted(users):
-        await stamps.bump(conn, tenant_id, users[tenant_id])
 
 
 def _relevance(terms: Sequence[str], found: postings.Postings) -> dict[str, float]:

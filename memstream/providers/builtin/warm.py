@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import Counter, Gauge
 
@@ -41,6 +41,7 @@ SEARCHES = Counter(
     "not warm: the statement).",
     ["outcome"],
 )
+HIT, STALE, COLD = (SEARCHES.labels(outcome) for outcome in ("hit", "stale", "cold"))
 LOADS = Counter("memstream_warm_loads_total", "Users loaded into the warm layer.")
 HELD = Gauge("memstream_warm_memories", "Memories the warm layer holds in this process.")
 
@@ -53,12 +54,12 @@ class WarmUser:
     memories still without postings included, as the statement counts them)."""
 
     stamp: int
-    items: dict[str, MemoryItem]
-    words: dict[str, dict[str, int]]
-    pairs: dict[str, dict[str, int]]
-    norms: dict[str, float]
-    token_sets: dict[str, frozenset[str]]
-    postings: int
+    items: dict[str, MemoryItem] = field(default_factory=dict)
+    words: dict[str, dict[str, int]] = field(default_factory=dict)
+    pairs: dict[str, dict[str, int]] = field(default_factory=dict)
+    norms: dict[str, float] = field(default_factory=dict)
+    token_sets: dict[str, frozenset[str]] = field(default_factory=dict)
+    postings: int = 0
     # Searches served since ``window_start`` (``WarmUsers.hit``): what a newcomer must beat.
     hits: int = 0
     window_start: float = 0.0
@@ -81,7 +82,7 @@ class WarmUser:
 def build(stamp: int, rows: Sequence[tuple[MemoryItem, int | None]]) -> WarmUser:
     """A user's entry from the user's live rows and their stored lengths (None: no postings
     yet, counted in N but never found, as by the statement)."""
-    user = WarmUser(stamp, {}, {}, {}, {}, {}, 0)
+    user = WarmUser(stamp)
     lengths: dict[str, int] = {}
     _add(user, lengths, rows)
     user.norms = length_norms(lengths)
@@ -95,7 +96,7 @@ async def load(
     with the loop let go between them: a load tokenizes every memory of the user (about
     20 µs each), and held at once, or in a thread that holds the interpreter, it would make
     the loop late for every request waiting on it."""
-    user = WarmUser(stamp, {}, {}, {}, {}, {}, 0)
+    user = WarmUser(stamp)
     lengths: dict[str, int] = {}
     for start in range(0, len(rows), SLICE):
         batch = rows[start : start + SLICE]
@@ -198,13 +199,10 @@ class WarmUsers:
         self._tokens -= 1.0
         return True
 
-    def fits(self, memories: int) -> bool:
-        return 0 < memories <= self.capacity
-
     def put(self, key: UserKey, entry: WarmUser) -> None:
         """Keep ``entry``, dropping the least recently searched users beyond the bound."""
         self.drop(*key)
-        if not self.fits(len(entry.items)):
+        if not 0 < len(entry.items) <= self.capacity:
             return
         self._entries[key] = entry
         self.memories += len(entry.items)
